@@ -1,0 +1,105 @@
+"""One error hierarchy; each class carries the exit code the CLI maps it to.
+
+Exit codes (documented in README.md):
+  0  success
+  1  verification failed: a bundle or tree is invalid, a preflight check failed
+  2  usage error or unreadable input (missing file, corrupt archive, bad option)
+  3  install failed
+  4  patch conflict
+  5  smoke ladder failed
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INSTALL = 3
+EXIT_PATCH_CONFLICT = 4
+EXIT_SMOKE = 5
+
+
+class ReproError(Exception):
+    """Base of every expected failure. The message says what, where and what next."""
+
+    exit_code: int = EXIT_INVALID
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message
+
+
+class UsageError(ReproError):
+    """Bad options or arguments, or input that cannot be read at all."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(ReproError):
+    """A file that should exist cannot be read, or is not what it should be."""
+
+    exit_code = EXIT_USAGE
+
+
+class ManifestError(ReproError):
+    """MANIFEST.sha256 is malformed or lists paths that escape the tree."""
+
+    exit_code = EXIT_INVALID
+
+
+class ArchiveError(ReproError):
+    """An archive cannot be read (truncated, corrupt header, unknown compression)."""
+
+    exit_code = EXIT_USAGE
+
+
+class UnsafeArchiveError(ReproError):
+    """An archive holds members that must never be extracted."""
+
+    exit_code = EXIT_INVALID
+
+
+class BundleFormatError(ReproError):
+    """bundle.toml is missing, malformed, or of a format this version cannot read."""
+
+    exit_code = EXIT_INVALID
+
+
+class VerificationError(ReproError):
+    """Files do not match the manifest."""
+
+    exit_code = EXIT_INVALID
+
+
+class ConfigError(ReproError):
+    """repro.toml is malformed: unknown keys, wrong types, paths that do not exist."""
+
+    exit_code = EXIT_USAGE
+
+
+class ProbeError(ReproError):
+    """Running the probe inside a target interpreter failed."""
+
+    exit_code = EXIT_USAGE
+
+
+class PreflightError(ReproError):
+    exit_code = EXIT_INVALID
+
+
+class InstallError(ReproError):
+    exit_code = EXIT_INSTALL
+
+
+class PatchConflictError(ReproError):
+    exit_code = EXIT_PATCH_CONFLICT
+
+
+class SmokeError(ReproError):
+    exit_code = EXIT_SMOKE
