@@ -1,0 +1,1 @@
+"""Unpack side: preflight, venv and installer, patch transaction."""

@@ -1,0 +1,1 @@
+"""Pack side: everything that reads a source workspace and environment."""

@@ -1,0 +1,117 @@
+"""Model references: small files are copied, weights are only described.
+
+A 590 GB checkpoint never enters a bundle. What does: the files that say what
+the model is (config, generation config, tokenizer config, model card), and a
+reference to the weights (repository id and revision where known, local path,
+size, file count, sha256 of each small file) so the unpacker can tell whether
+the weights it finds are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.errors import InputError
+from repro.hashing import sha256_file
+
+COPIED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "README.md",
+)
+SMALL_FILE_LIMIT = 1 << 20
+_HF_SNAPSHOT = re.compile(
+    r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<rev>[0-9a-f]{7,64})"
+)
+
+
+@dataclass(frozen=True)
+class ModelReference:
+    name: str
+    role: str
+    local_path: str
+    repo_id: str | None
+    revision: str | None
+    total_bytes: int
+    file_count: int
+    small_files: tuple[tuple[str, str], ...]
+    copied: tuple[tuple[str, Path], ...]
+
+    def to_toml(self) -> dict[str, object]:
+        table: dict[str, object] = {
+            "name": self.name,
+            "role": self.role,
+            "local_path": self.local_path,
+            "total_bytes": self.total_bytes,
+            "file_count": self.file_count,
+            "small_files": dict(self.small_files),
+        }
+        if self.repo_id:
+            table["repo_id"] = self.repo_id
+        if self.revision:
+            table["revision"] = self.revision
+        return table
+
+
+def _hf_identity(model_dir: Path) -> tuple[str | None, str | None]:
+    """Repository id and revision from a Hugging Face cache path or the config."""
+    match = _HF_SNAPSHOT.search(model_dir.resolve().as_posix())
+    if match is None:
+        match = _HF_SNAPSHOT.search(model_dir.as_posix())
+    if match:
+        return f"{match.group('org')}/{match.group('name')}", match.group("rev")
+    config = model_dir / "config.json"
+    if config.is_file():
+        try:
+            data = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{config}: not valid JSON: {exc}") from exc
+        name = data.get("_name_or_path") if isinstance(data, dict) else None
+        if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+            return name, None
+    return None, None
+
+
+def describe_model(model_dir: Path, *, name: str, role: str) -> ModelReference:
+    if not model_dir.is_dir():
+        raise InputError(f"model {name!r}: {model_dir} is not a directory")
+    total = 0
+    count = 0
+    small: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(model_dir, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for filename in sorted(filenames):
+            path = Path(dirpath) / filename
+            # HF caches keep snapshots as symlinks into blobs/: follow those for size.
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            rel = path.relative_to(model_dir).as_posix()
+            total += size
+            count += 1
+            if size <= SMALL_FILE_LIMIT:
+                small.append((rel, sha256_file(path)))
+    copied = tuple(
+        (filename, model_dir / filename)
+        for filename in COPIED_FILES
+        if (model_dir / filename).is_file()
+    )
+    repo_id, revision = _hf_identity(model_dir)
+    return ModelReference(
+        name=name,
+        role=role,
+        local_path=str(model_dir),
+        repo_id=repo_id,
+        revision=revision,
+        total_bytes=total,
+        file_count=count,
+        small_files=tuple(small),
+        copied=copied,
+    )
