@@ -1,0 +1,104 @@
+"""Render REPRODUCE.md and setup_env.sh from bundle_templates/.
+
+Templates use string.Template ($name placeholders), so the bundle's own
+bootstrap needs no template engine; list sections are rendered here as
+Markdown and substituted whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from string import Template
+
+
+@dataclass(frozen=True)
+class PatchSummary:
+    dist: str
+    version: str
+    path: str
+    kind: str
+    added_lines: int
+    removed_lines: int
+
+
+@dataclass(frozen=True)
+class ReproduceFacts:
+    name: str
+    version: str
+    top: str
+    bundle_file: str
+    created: str
+    tool_version: str
+    python_version: str
+    hardware: Sequence[str] = ()
+    environment: Sequence[str] = ()
+    torch_cuda: str = "unknown"
+    vault: Sequence[tuple[str, str, str]] = ()
+    patches: Sequence[PatchSummary] = ()
+    services: Sequence[str] = ()
+    launch: Sequence[str] = ()
+    models: Sequence[str] = ()
+
+
+def _template(name: str) -> Template:
+    text = resources.files("bundle_templates").joinpath(name).read_text(encoding="utf-8")
+    return Template(text)
+
+
+def _bullets(items: Sequence[str], empty: str) -> str:
+    return "\n".join(f"- {item}" for item in items) if items else f"_{empty}_"
+
+
+def _patch_table(patches: Sequence[PatchSummary]) -> str:
+    if not patches:
+        return "_No installed file differs from its RECORD._"
+    rows = [
+        "| distribution | file | kind | lines |",
+        "| --- | --- | --- | --- |",
+    ]
+    for patch in patches:
+        lines = f"+{patch.added_lines} -{patch.removed_lines}"
+        rows.append(f"| {patch.dist} {patch.version} | `{patch.path}` | {patch.kind} | {lines} |")
+    rows.append("")
+    rows.append(
+        "Full patched files are under `patches/full/`, diffs against pristine under "
+        "`patches/diffs/`; `repro unpack` applies them as one transaction."
+    )
+    return "\n".join(rows)
+
+
+def _vault_table(vault: Sequence[tuple[str, str, str]]) -> str:
+    if not vault:
+        return "_No wheels: every distribution comes from the recorded indexes._"
+    rows = ["| wheel | why | obtained |", "| --- | --- | --- |"]
+    rows.extend(f"| `{filename}` | {why} | {source} |" for filename, why, source in vault)
+    return "\n".join(rows)
+
+
+def render_reproduce(facts: ReproduceFacts) -> str:
+    launch = "\n".join(f"    {line}" for line in facts.launch) if facts.launch else ""
+    return _template("REPRODUCE.md.tmpl").substitute(
+        name=facts.name,
+        version=facts.version,
+        top=facts.top,
+        bundle_file=facts.bundle_file,
+        created=facts.created,
+        tool_version=facts.tool_version,
+        python_version=facts.python_version,
+        torch_cuda=facts.torch_cuda,
+        hardware=_bullets(facts.hardware, "No GPU was visible on the source."),
+        environment=_bullets(facts.environment, "No facts."),
+        vault=_vault_table(facts.vault),
+        patches=_patch_table(facts.patches),
+        services=_bullets(facts.services, "No systemd units."),
+        launch=launch or "_No launch command recorded._",
+        models=_bullets(facts.models, "No model references."),
+    )
+
+
+def render_setup_env(*, tool_version: str, tool_python: str) -> str:
+    return _template("setup_env.sh.tmpl").substitute(
+        tool_version=tool_version, tool_python=tool_python
+    )
