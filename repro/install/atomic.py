@@ -1,0 +1,74 @@
+"""Atomic file replacement and an exclusive lock on a directory."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from repro.errors import ReproError
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write `data` to `path` so that a reader (or a crash) sees old or new, never half.
+
+    A temporary file in the same directory is written, fsynced and renamed over
+    the target; then the directory is fsynced so the rename itself is durable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".repro-tmp", dir=path.parent)
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+        raise
+    fsync_directory(path.parent)
+
+
+def atomic_unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fsync_directory(path.parent)
+
+
+class LockedError(ReproError):
+    pass
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_path: Path, *, what: str, wait: bool = False) -> Iterator[None]:
+    """Hold an flock on `lock_path`; refuse (or wait) if another process holds it."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.flock(fd, flags)
+        except BlockingIOError as exc:
+            raise LockedError(
+                f"{lock_path}: another repro process is {what} here",
+                hint="wait for it to finish, then run the command again",
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
