@@ -14,6 +14,7 @@ from repro.diffapply import unified_diff
 from repro.errors import InstallError, PatchConflictError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install import patching
+from repro.install.atomic import atomic_write, exclusive_lock
 from repro.patchset import PatchEntry, PatchSet, dump_patchset, load_patchset
 
 IDNA = "idna==3.10"
@@ -149,7 +150,7 @@ def test_failure_after_second_of_three_files_restores_all(site: Path, tmp_path: 
         calls.append(path)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        patching.atomic_write(path, data, mode=mode)
+        atomic_write(path, data, mode=mode)
 
     with pytest.raises(InstallError, match="every file was restored"):
         apply(site, bundle, patchset, writer=failing_writer)
@@ -255,7 +256,7 @@ def test_lock_refuses_a_second_patcher(site: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "patches"
     patchset = make_patchset(site, bundle)
     state = site.parent / ".repro"
-    with patching.exclusive_lock(state / patching.LOCK, what="patching"):
+    with exclusive_lock(state / patching.LOCK, what="patching"):
         script = (
             "from pathlib import Path\nfrom repro.install.atomic import exclusive_lock\n"
             f"with exclusive_lock(Path({str(state / patching.LOCK)!r}), what='patching'): pass\n"
