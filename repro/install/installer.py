@@ -1,0 +1,212 @@
+"""Create a fresh venv and install exactly a bundle's lock into it.
+
+Two installers: `uv pip sync` (fast, when uv is available) and pip-tools'
+`pip-sync --python-executable`. Either way the installed set is read back
+through the new interpreter and compared with the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from packaging.utils import canonicalize_name
+
+from repro.errors import InstallError, UsageError
+
+Installer = Literal["uv", "pip"]
+INSTALL_TIMEOUT = 3600
+# Seeded into every venv by `python -m venv`; not an installed difference when the lock
+# does not pin them.
+BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
+
+_LIST_SCRIPT = """
+import json, importlib.metadata as m
+out = {}
+for d in m.distributions():
+    name = d.metadata["Name"]
+    if name:
+        out.setdefault(name, d.version)
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    lock: Path
+    wheels: Path | None
+    indexes: tuple[str, ...]
+    extra_indexes: tuple[str, ...]
+    find_links: tuple[str, ...]
+    offline: bool
+
+
+@dataclass(frozen=True)
+class InstalledSetDiff:
+    missing: tuple[str, ...]
+    extra: tuple[str, ...]
+    wrong_version: tuple[tuple[str, str, str], ...]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.extra or self.wrong_version)
+
+    def describe(self) -> str:
+        lines = [f"  - missing: {name}" for name in self.missing]
+        lines += [f"  - not in the lock: {name}" for name in self.extra]
+        lines += [
+            f"  - {n}: lock pins {want}, installed {got}" for n, want, got in self.wrong_version
+        ]
+        return "\n".join(lines)
+
+
+def find_uv() -> Path | None:
+    """uv on PATH, or the binary of the `uv` package installed beside repro."""
+    found = shutil.which("uv")
+    if found:
+        return Path(found)
+    try:
+        import uv  # type: ignore[import-not-found,unused-ignore]
+
+        return Path(uv.find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return None
+
+
+def choose_installer(requested: Literal["auto", "uv", "pip"]) -> Installer:
+    if requested == "pip":
+        return "pip"
+    if find_uv() is not None:
+        return "uv"
+    if requested == "uv":
+        raise UsageError(
+            "--installer uv: uv is not installed", hint="pip install 'repro[uv]', or use pip"
+        )
+    return "pip"
+
+
+def _run(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = None) -> str:
+    try:
+        result = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT,
+            check=False,
+            env=dict(env) if env is not None else None,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstallError(f"{what}: {exc}") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        raise InstallError(
+            f"{what} failed (exit {result.returncode}):\n{tail}",
+            hint="the lines above are the installer's own; a missing wheel under --offline "
+            "means the bundle was packed without it (pack with --wheels all)",
+        )
+    return result.stdout
+
+
+def create_venv(python: Path, target: Path, installer: Installer) -> Path:
+    """A fresh venv at `target` made with `python`; returns its interpreter."""
+    if installer == "uv":
+        uv = find_uv()
+        assert uv is not None
+        _run(
+            [str(uv), "venv", "--seed", "--quiet", "--python", str(python), str(target)],
+            what=f"uv venv {target}",
+        )
+    else:
+        _run([str(python), "-m", "venv", str(target)], what=f"{python} -m venv {target}")
+    interpreter = target / "bin" / "python"
+    if not interpreter.exists():
+        raise InstallError(f"{target}: the new venv has no bin/python")
+    return interpreter
+
+
+def _source_args(plan: InstallPlan) -> list[str]:
+    args: list[str] = []
+    if plan.wheels is not None and plan.wheels.is_dir():
+        args += ["--find-links", str(plan.wheels)]
+    for link in plan.find_links:
+        args += ["--find-links", link]
+    if plan.offline:
+        return [*args, "--no-index"]
+    if plan.indexes:
+        args += ["--index-url", plan.indexes[0]]
+    for url in plan.extra_indexes:
+        args += ["--extra-index-url", url]
+    return args
+
+
+def _clean_env() -> dict[str, str]:
+    """The installer's environment without the caller's PIP_/UV_ settings.
+
+    The bundle's lock says where packages come from; a stray PIP_INDEX_URL on
+    the new box must not redirect the install.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "UV_")) and k != "VIRTUAL_ENV"
+    }
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> None:
+    env = _clean_env()
+    if installer == "uv":
+        uv = find_uv()
+        assert uv is not None
+        argv = [str(uv), "pip", "sync", "--python", str(interpreter), "--quiet"]
+        argv += ["--no-config", "--index-strategy", "unsafe-best-match"]
+        if plan.offline:
+            argv += ["--offline"]
+        argv += [*_source_args(plan), str(plan.lock)]
+        _run(argv, what="uv pip sync", env=env)
+        return
+    pip_sync = Path(sys.executable).with_name("pip-sync")
+    base = [str(pip_sync)] if pip_sync.exists() else [sys.executable, "-m", "piptools", "sync"]
+    argv = [*base, "--python-executable", str(interpreter), "-q"]
+    argv += [*_source_args(plan), str(plan.lock)]
+    env["PIP_CONFIG_FILE"] = os.devnull
+    _run(argv, what="pip-sync", env=env)
+
+
+def read_installed(interpreter: Path) -> dict[str, str]:
+    out = _run([str(interpreter), "-I", "-c", _LIST_SCRIPT], what=f"{interpreter}: list dists")
+    try:
+        data = json.loads(out)
+    except ValueError as exc:
+        raise InstallError(f"{interpreter}: unreadable distribution list") from exc
+    return {canonicalize_name(name): str(version) for name, version in data.items()}
+
+
+def compare_installed(pins: Mapping[str, str], installed: Mapping[str, str]) -> InstalledSetDiff:
+    wanted = {canonicalize_name(name): version for name, version in pins.items()}
+    missing = sorted(name for name in wanted if name not in installed)
+    extra = sorted(name for name in installed if name not in wanted and name not in BOOTSTRAP)
+    wrong = sorted(
+        (name, wanted[name], installed[name])
+        for name in wanted
+        if name in installed and installed[name] != wanted[name]
+    )
+    return InstalledSetDiff(tuple(missing), tuple(extra), tuple(wrong))
+
+
+def verify_installed(interpreter: Path, pins: Mapping[str, str]) -> InstalledSetDiff:
+    diff = compare_installed(pins, read_installed(interpreter))
+    if not diff.clean:
+        raise InstallError(
+            f"the installed set in {interpreter.parent.parent} differs from the lock:\n"
+            + diff.describe()
+        )
+    return diff
