@@ -1,0 +1,75 @@
+"""Architecture detection on real shared objects built with nvcc (no GPU needed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from repro.cubin import elf_archs, wheel_archs
+
+KERNEL = """
+__global__ void add(float* x) { x[threadIdx.x] += 1.0f; }
+extern "C" void launch(float* x) { add<<<1, 32>>>(x); }
+"""
+
+CASES = {
+    "generic_and_ptx": (
+        ["arch=compute_80,code=sm_80", "arch=compute_90,code=compute_90"],
+        {"sm_80", "compute_90"},
+    ),
+    "arch_specific": (["arch=compute_90a,code=sm_90a"], {"sm_90a"}),
+    "family_specific": (["arch=compute_100f,code=sm_100f"], {"sm_100f"}),
+    "blackwell_consumer": (["arch=compute_120,code=sm_120"], {"sm_120"}),
+}
+
+
+def _nvcc() -> str:
+    tool = shutil.which("nvcc")
+    if tool is None:
+        pytest.fail("nvcc is expected on this machine (CUDA 13 toolkit at /usr/local/cuda-13.0)")
+    return tool
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    nvcc = _nvcc()
+    root = tmp_path_factory.mktemp("cubin")
+    source = root / "k.cu"
+    source.write_text(KERNEL)
+    out = {}
+    for name, (gencodes, _) in CASES.items():
+        library = root / f"lib{name}.so"
+        argv = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(library), str(source)]
+        for gencode in gencodes:
+            argv += ["-gencode", gencode]
+        subprocess.run(argv, check=True, capture_output=True, timeout=300)
+        out[name] = library
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_elf_archs_of_nvcc_output(built: dict[str, Path], name: str) -> None:
+    assert elf_archs(built[name]) == CASES[name][1]
+
+
+def test_host_only_library_has_no_archs(tmp_path: Path) -> None:
+    libc = Path("/usr/lib/x86_64-linux-gnu/libc.so.6")
+    assert elf_archs(libc) == set()
+    junk = tmp_path / "junk.so"
+    junk.write_bytes(b"not an elf at all")
+    assert elf_archs(junk) == set()
+    (tmp_path / "empty.so").write_bytes(b"")
+    assert elf_archs(tmp_path / "empty.so") == set()
+
+
+def test_wheel_archs_reads_every_shared_object(built: dict[str, Path], tmp_path: Path) -> None:
+    wheel = tmp_path / "kern-1.0+cu130-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(built["arch_specific"], "kern/_a.so")
+        archive.write(built["generic_and_ptx"], "kern/lib/_b.so.1")
+        archive.writestr("kern/__init__.py", "")
+    assert wheel_archs(wheel) == {"sm_90a", "sm_80", "compute_90"}
