@@ -1,0 +1,116 @@
+"""TARGET/.repro/state.toml: which unpack steps finished, for which bundle.
+
+A rerun after a failure or a kill continues from the first unfinished step; a
+rerun after success changes nothing. A different bundle into the same target
+is refused unless the caller replaces it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from repro.errors import InstallError, UsageError
+from repro.install.atomic import atomic_write
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+STATE_DIR = ".repro"
+STATE_FILE = "state.toml"
+STEPS = ("verify", "preflight", "venv", "install", "patch", "services", "models", "smoke")
+
+
+@dataclass(frozen=True)
+class BundleIdentity:
+    name: str
+    version: str
+    manifest_sha256: str
+
+
+@dataclass
+class UnpackState:
+    target: Path
+    bundle: BundleIdentity
+    done: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.target / STATE_DIR / STATE_FILE
+
+    def is_done(self, step: str) -> bool:
+        return step in self.done
+
+    def mark_done(self, step: str, **facts: Any) -> None:
+        if step not in STEPS:
+            raise ValueError(step)
+        if step not in self.done:
+            self.done.append(step)
+        if facts:
+            self.facts[step] = facts
+        self.save()
+
+    def forget(self, step: str) -> None:
+        """Forget a step and every step after it (a later step depends on earlier ones)."""
+        index = STEPS.index(step)
+        self.done = [s for s in self.done if STEPS.index(s) < index]
+        self.save()
+
+    def save(self) -> None:
+        document = {
+            "bundle": {
+                "name": self.bundle.name,
+                "version": self.bundle.version,
+                "manifest_sha256": self.bundle.manifest_sha256,
+            },
+            "done": [s for s in STEPS if s in self.done],
+            "facts": self.facts,
+        }
+        atomic_write(self.path, tomli_w.dumps(document).encode())
+
+
+def load_state(target: Path) -> UnpackState | None:
+    path = target / STATE_DIR / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        bundle = document["bundle"]
+        identity = BundleIdentity(
+            str(bundle["name"]), str(bundle["version"]), str(bundle["manifest_sha256"])
+        )
+        done = [str(step) for step in document.get("done", []) if step in STEPS]
+        facts = dict(document.get("facts", {}))
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise InstallError(
+            f"{path}: unreadable unpack state: {exc}",
+            hint="remove the target directory, or use --replace to start over",
+        ) from exc
+    return UnpackState(target, identity, done, facts)
+
+
+def open_state(target: Path, bundle: BundleIdentity, *, replace: bool) -> UnpackState:
+    """The state for `bundle` in `target`: resumed, fresh, or refused."""
+    existing = load_state(target)
+    if existing is not None and existing.bundle == bundle:
+        return existing
+    if existing is not None and not replace:
+        raise UsageError(
+            f"{target} holds {existing.bundle.name} {existing.bundle.version}, "
+            f"not {bundle.name} {bundle.version}",
+            hint="use another --target, or --replace to rebuild this one",
+        )
+    if existing is None and target.exists() and any(target.iterdir()) and not replace:
+        raise UsageError(
+            f"{target} exists and is not a repro target",
+            hint="choose an empty or new --target, or --replace to overwrite it",
+        )
+    state = UnpackState(target, bundle)
+    return state
