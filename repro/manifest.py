@@ -478,6 +478,8 @@ def compare_digests(
             failures[entry.path] = "present but not hashed"
         else:
             missing.append(entry.path)
+    # A rejected entry is reported once, as rejected, not again as unlisted.
+    listed.update(r.path for r in manifest.rejected)
     for path, reason in unreadable.items():
         if path not in listed:
             failures.setdefault(path, reason)
