@@ -22,6 +22,7 @@ that could not be read back as the same manifest.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -40,6 +41,7 @@ DIGEST_HEX_LENGTH = 64
 _MIN_LINE_LENGTH = DIGEST_HEX_LENGTH + 2
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 _WHITESPACE = b" \t"
+_WHITESPACE_RE = re.compile(rb"[ \t]")
 _TAG = b"SHA256"
 _NEEDS_ESCAPE = ("\n", "\r", "\\")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -272,10 +274,10 @@ def _split_line(line: bytes, layout: _Layout) -> tuple[bytes, str, bool]:
     if len(line) - i < _MIN_LINE_LENGTH + (line[i : i + 1] == b"\\"):
         raise _Malformed("line too short for a digest and a file name")
     start = i
-    while i < len(line) and line[i] not in _WHITESPACE:
-        i += 1
-    if i == len(line):
+    end = _WHITESPACE_RE.search(line, start)
+    if end is None:
         raise _Malformed("no space between digest and file name")
+    i = end.start()
     digest = _check_digest(line[start:i])
     i += 1
     binary = False
@@ -509,6 +511,7 @@ class TreeListing:
     """What a walk of a tree found, by relative `/`-path, without following symlinks."""
 
     files: frozenset[str]
+    sizes: Mapping[str, int]
     nonregular: Mapping[str, str]
     unreadable: Mapping[str, str]
 
@@ -530,7 +533,7 @@ def _kind(mode: int) -> str:
 def scan_tree(root: Path) -> TreeListing:
     """Walk root; directories that cannot be listed are `unreadable` (they might hide
     unlisted files). Raises InputError when root itself cannot be listed."""
-    files: set[str] = set()
+    sizes: dict[str, int] = {}
     nonregular: dict[str, str] = {}
     unreadable: dict[str, str] = {}
     stack: list[tuple[Path, str]] = [(root, "")]
@@ -547,17 +550,23 @@ def scan_tree(root: Path) -> TreeListing:
         for child in children:
             relative = prefix + child.name
             try:
-                mode = child.stat(follow_symlinks=False).st_mode
+                info = child.stat(follow_symlinks=False)
             except OSError as exc:
                 unreadable[relative] = exc.strerror or str(exc)
                 continue
+            mode = info.st_mode
             if stat.S_ISDIR(mode):
                 stack.append((Path(child.path), relative + "/"))
             elif stat.S_ISREG(mode):
-                files.add(relative)
+                sizes[relative] = info.st_size
             else:
                 nonregular[relative] = _kind(mode)
-    return TreeListing(frozenset(files), MappingProxyType(nonregular), MappingProxyType(unreadable))
+    return TreeListing(
+        frozenset(sizes),
+        MappingProxyType(sizes),
+        MappingProxyType(nonregular),
+        MappingProxyType(unreadable),
+    )
 
 
 @dataclass(frozen=True)
@@ -567,7 +576,7 @@ class _HashPlan:
     escapes: tuple[RejectedEntry, ...]
 
 
-def _plan_hashing(root: Path, manifest: Manifest) -> _HashPlan:
+def _plan_hashing(root: Path, manifest: Manifest, tree: TreeListing) -> _HashPlan:
     """Decide, for each listed path, whether to hash it, and what is wrong if not.
     Only regular files inside the tree (after resolving symlinks) are opened."""
     real_root = root.resolve()
@@ -575,6 +584,11 @@ def _plan_hashing(root: Path, manifest: Manifest) -> _HashPlan:
     failures: dict[str, str] = {}
     escapes: list[RejectedEntry] = []
     for entry in manifest.entries:
+        size = tree.sizes.get(entry.path)
+        if size is not None:
+            # Found by the walk, which follows no symlink: a regular file inside the tree.
+            to_hash.append((entry.path, root / entry.path, size))
+            continue
         try:
             resolved = (root / entry.path).resolve()
         except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop before 3.13
@@ -616,7 +630,7 @@ def verify_directory(
     unlisted ones. Raises InputError when the manifest or root cannot be read."""
     manifest = read_manifest(manifest_path)
     tree = scan_tree(root)
-    plan = _plan_hashing(root, manifest)
+    plan = _plan_hashing(root, manifest, tree)
     if plan.escapes:
         escaped = {r.path for r in plan.escapes}
         manifest = replace(
