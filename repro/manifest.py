@@ -411,7 +411,8 @@ def write_manifest(root: Path, *, jobs: int | None = None) -> Path:
                 f"{root / path}: is a {kind}, not a regular file; a manifest lists files only",
                 hint="replace it with the file it points to, or remove it",
             )
-    for path, reason in sorted(tree.unreadable.items()):
+    if tree.unreadable:
+        path, reason = min(tree.unreadable.items())
         raise InputError(f"{root / path}: cannot read: {reason}")
     files = sorted((p for p in tree.files if p not in exempt), key=_sort_key)
     results = hash_files([root / p for p in files], jobs=jobs)
