@@ -1,12 +1,147 @@
-"""`repro check TARGET` (filled in by the foundation work)."""
+"""`repro check TARGET`: verify a bundle directory or a MANIFEST.sha256."""
 
 from __future__ import annotations
 
 import click
+from rich.console import Console
+from rich.text import Text
+
+from repro.check import CheckOptions, check_target
+from repro.cli._common import echo_json
+from repro.cli._progress import hash_progress
+from repro.errors import EXIT_INVALID, EXIT_OK
+from repro.manifest import CheckReport, printable_path
 
 
 @click.command("check")
 @click.argument("target")
-def check_command(target: str) -> None:
-    """Verify a bundle or a MANIFEST.sha256."""
-    raise click.UsageError("not yet available")
+@click.option("--strict", is_flag=True, help="Fail on malformed manifest lines.")
+@click.option(
+    "--ignore-missing",
+    is_flag=True,
+    help="Missing files are not failures (but something must verify), as in sha256sum.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Files hashed in parallel [default: all cores].",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print only problems.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list every file that verified.")
+def check_command(
+    target: str,
+    strict: bool,
+    ignore_missing: bool,
+    as_json: bool,
+    jobs: int | None,
+    quiet: bool,
+    verbose: bool,
+) -> int:
+    """Verify a bundle directory or a MANIFEST.sha256 (sha256sum -c compatible).
+
+    Reports every mismatched, missing, unlisted and unreadable file and every
+    malformed manifest line at once. Exit 0: everything listed verified and nothing
+    is unlisted; 1: the bundle is invalid; 2: usage error or unreadable input.
+    """
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    with hash_progress(console, enabled=not quiet) as bar:
+        report = check_target(target, CheckOptions(jobs=jobs, progress=bar))
+    passed = report.passed(ignore_missing=ignore_missing, strict=strict)
+    if as_json:
+        document = report.to_json()
+        document.update(
+            {"target": target, "passed": passed, "strict": strict, "ignore_missing": ignore_missing}
+        )
+        echo_json(document)
+    else:
+        _render(
+            console,
+            report,
+            passed=passed,
+            strict=strict,
+            ignore_missing=ignore_missing,
+            quiet=quiet,
+            verbose=verbose,
+        )
+    return EXIT_OK if passed else EXIT_INVALID
+
+
+def _shown(path: str) -> str:
+    """A path on one line: names with control characters are shown quoted and escaped."""
+    text = printable_path(path)
+    if text.isprintable() and text == path:
+        return text
+    return repr(text)
+
+
+def _render(
+    console: Console,
+    report: CheckReport,
+    *,
+    passed: bool,
+    strict: bool,
+    ignore_missing: bool,
+    quiet: bool,
+    verbose: bool,
+) -> None:
+    def say(style: str, label: str, message: str) -> None:
+        line = Text(f"{label:<10} ", style=style)
+        line.append(message)
+        console.print(line)
+
+    source = report.source
+    if verbose and not quiet:
+        for path in report.verified:
+            say("green", "OK", _shown(path))
+    for mismatch in report.mismatched:
+        say(
+            "bold red",
+            "MISMATCH",
+            f"{_shown(mismatch.path)}\n{'':<11}expected {mismatch.expected}\n"
+            f"{'':<11}actual   {mismatch.actual}",
+        )
+    if not (ignore_missing and quiet):
+        for path in report.missing:
+            say("yellow" if ignore_missing else "bold red", "MISSING", _shown(path))
+    for unlisted in report.unlisted:
+        kind = "" if unlisted.kind == "file" else f" ({unlisted.kind})"
+        say("bold red", "UNLISTED", f"{_shown(unlisted.path)}{kind}")
+    for unreadable in report.unreadable:
+        say("bold red", "UNREADABLE", f"{_shown(unreadable.path)}: {unreadable.reason}")
+    for rejected in report.rejected:
+        say(
+            "bold red",
+            "REJECTED",
+            f"{source}:{rejected.lineno}: {_shown(rejected.path)}: {rejected.reason}",
+        )
+    if not (quiet and not strict):
+        for line in report.malformed:
+            say(
+                "bold red" if strict else "yellow",
+                "MALFORMED",
+                f"{source}:{line.lineno}: {line.reason}: {line.text!r}",
+            )
+    if quiet and passed:
+        return
+    console.print(Text(_summary(report, passed=passed, ignore_missing=ignore_missing)))
+
+
+def _summary(report: CheckReport, *, passed: bool, ignore_missing: bool) -> str:
+    counts = [f"{len(report.verified)} verified"]
+    for label, items in (
+        ("mismatched", report.mismatched),
+        ("missing" + (" (ignored)" if ignore_missing else ""), report.missing),
+        ("unlisted", report.unlisted),
+        ("unreadable", report.unreadable),
+        ("rejected", report.rejected),
+        ("malformed lines", report.malformed),
+    ):
+        if items:
+            counts.append(f"{len(items)} {label}")
+    verdict = "OK" if passed else "FAILED"
+    if not passed and not report.verified:
+        verdict = "FAILED (no file was verified)"
+    return f"{report.source}: {verdict}: {', '.join(counts)}"
