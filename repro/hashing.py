@@ -68,7 +68,13 @@ def sha256_bytes(data: bytes) -> str:
 def _hash_one(path: Path) -> HashResult:
     try:
         with open(path, "rb", buffering=0) as stream:
-            digest, size = sha256_stream(stream)
+            if os.fstat(stream.fileno()).st_size <= CHUNK_SIZE:
+                # Most files of a venv are small: read each whole (to its end, even if
+                # it grew) instead of zero-filling a chunk buffer per file.
+                data = stream.readall()
+                digest, size = hashlib.sha256(data).hexdigest(), len(data)
+            else:
+                digest, size = sha256_stream(stream)
     except OSError as exc:
         return HashResult(path, None, 0, exc.strerror or str(exc))
     return HashResult(path, digest, size)
