@@ -1,0 +1,1 @@
+"""Pack side: environment, lock and wheel vault, patch discovery, services, models, files."""
