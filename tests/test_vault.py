@@ -461,3 +461,34 @@ def test_wheels_all_downloads_originals_from_pypi(source_env: SourceEnv, tmp_pat
         assert wheel.source == "downloaded", wheel
         published = {f.sha256 for f in report.index.found[wheel.name]}
         assert wheel.sha256 in published
+
+
+@pytest.mark.slow
+def test_vcs_install_takes_the_original_wheel_from_pips_cache(tmp_path: Path) -> None:
+    repo = _make_project(tmp_path / "vcsdemo", "vcsdemo", "0.3.0", extras=False)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    _run([*git, "init", "-q"])
+    _run([*git, "add", "-A"])
+    _run([*git, "commit", "-q", "-m", "demo"])
+    commit = _run([*git, "rev-parse", "HEAD"]).strip()
+    python = _make_venv(tmp_path / "venv")
+    cache = tmp_path / "pip-cache"
+    url = f"git+{repo.as_uri()}@{commit}"
+    _run([python, "-m", "pip", "install", "-q", "--cache-dir", cache, f"{url}#egg=vcsdemo"])
+    cached = list((cache / "wheels").rglob("vcsdemo-*.whl"))
+    assert len(cached) == 1, "pip caches wheels it built from a pinned VCS commit"
+
+    scheme = scheme_paths(python)
+    [dist] = [d for d in list_installed(scheme.purelib) if d.name == "vcsdemo"]
+    assert vault_reasons(dist) == [f"installed from git URL {repo.as_uri()}@{commit}"]
+    report = build_vault(
+        [dist], mode="auto", out_dir=tmp_path / "vault", pip_cache=cache, download=False
+    )
+    [wheel] = report.wheels
+    assert wheel.source == "original"
+    assert (tmp_path / "vault" / wheel.filename).read_bytes() == cached[0].read_bytes()
+
+    rebuilt = build_vault(
+        [dist], mode="auto", out_dir=tmp_path / "rebuilt", pip_cache=tmp_path / "none"
+    )
+    assert rebuilt.wheels[0].source == "rebuilt"

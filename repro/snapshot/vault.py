@@ -25,6 +25,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -38,7 +39,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from repro.hashing import CHUNK_SIZE, sha256_file
+from repro.hashing import CHUNK_SIZE, default_jobs, sha256_file
 from repro.snapshot.indexcheck import IndexFile, IndexReport, check_index, target_tags
 from repro.snapshot.installed import InstalledDist, SchemePaths, read_record
 from repro.snapshot.wheelbuild import (
@@ -291,6 +292,7 @@ def build_vault(
     download: bool = True,
     session: requests.Session | None = None,
     source_date_epoch: int | None = None,
+    jobs: int | None = None,
 ) -> VaultReport:
     """Put a wheel for each distribution that needs one into `out_dir`.
 
@@ -342,13 +344,36 @@ def build_vault(
             _fetch_from_indexes(wanted, out_dir, indexes, report, python, session, warnings)
         )
 
+    to_build = [d for d in selected if d.canonical_name not in obtained]
+
+    def build_one(dist: InstalledDist) -> tuple[BuiltWheel, WheelSource] | VaultError:
+        try:
+            return _build(dist, out_dir, python, scheme, pristine, tags, source_date_epoch)
+        except VaultError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
+        results = list(pool.map(build_one, to_build))
+    failures = [r for r in results if isinstance(r, VaultError)]
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise VaultError(
+            f"{len(failures)} distributions cannot be put into the vault:\n"
+            + "\n".join(str(f) for f in failures)
+        )
+    built_all = {
+        d.canonical_name: r
+        for d, r in zip(to_build, results, strict=True)
+        if not isinstance(r, VaultError)
+    }
     wheels: list[VaultWheel] = []
     for dist in selected:
         reason = "; ".join(reasons[dist.canonical_name]) or "--wheels all"
         if dist.canonical_name in obtained:
             path, sha, source = obtained[dist.canonical_name]
         else:
-            built, source = _build(dist, out_dir, python, scheme, pristine, tags, source_date_epoch)
+            built, source = built_all[dist.canonical_name]
             path, sha = built.path, built.sha256
             if built.unverified:
                 warnings.append(
