@@ -7,6 +7,7 @@ on a site-packages directory alone.
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -168,8 +169,6 @@ def read_record(dist_info: Path) -> list[RecordEntry]:
 
 
 def _urlsafe_b64_to_hex(value: str) -> str:
-    import base64
-
     padded = value + "=" * (-len(value) % 4)
     return base64.urlsafe_b64decode(padded).hex()
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import base64
 import configparser
+import csv
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -470,9 +472,6 @@ def _copy_member(
 
 def iter_wheel_record(path: Path) -> Iterator[RecordEntry]:
     """The RECORD of a wheel file, without extracting it."""
-    import csv
-    import io
-
     try:
         with zipfile.ZipFile(path) as archive:
             record_name = next(
