@@ -1,0 +1,218 @@
+"""Installed distributions as seen on disk, and the install scheme of a target interpreter.
+
+Kept small and file-based: the probe reports the same facts from inside the target
+interpreter; this module reads `*.dist-info` directories directly so the vault can work
+on a site-packages directory alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from repro.errors import InputError, ProbeError
+
+PROBE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    """One line of a RECORD file: the path as written, and its hash and size when given."""
+
+    path: str
+    sha256: str | None
+    size: int | None
+
+
+@dataclass(frozen=True)
+class InstalledDist:
+    """One installed distribution, read from its `.dist-info` directory."""
+
+    name: str
+    version: str
+    dist_info: Path
+    site_packages: Path
+    direct_url: dict[str, Any] | None
+    editable: bool
+    installer: str | None
+
+    @property
+    def canonical_name(self) -> str:
+        return canonicalize_name(self.name)
+
+    @property
+    def direct_url_str(self) -> str | None:
+        if self.direct_url is None:
+            return None
+        url = self.direct_url.get("url")
+        return url if isinstance(url, str) else None
+
+
+@dataclass(frozen=True)
+class SchemePaths:
+    """Where an interpreter installs each wheel scheme (sysconfig names)."""
+
+    purelib: Path
+    platlib: Path
+    scripts: Path
+    data: Path
+    include: Path
+
+    @classmethod
+    def from_sysconfig(cls, paths: Mapping[str, str]) -> SchemePaths:
+        return cls(
+            purelib=Path(paths["purelib"]),
+            platlib=Path(paths["platlib"]),
+            scripts=Path(paths["scripts"]),
+            data=Path(paths["data"]),
+            include=Path(paths["include"]),
+        )
+
+    @classmethod
+    def for_venv_site_packages(cls, site_packages: Path) -> SchemePaths:
+        """Guess the scheme of a POSIX venv from `<prefix>/lib/pythonX.Y/site-packages`."""
+        prefix = site_packages.parent.parent.parent
+        return cls(
+            purelib=site_packages,
+            platlib=site_packages,
+            scripts=prefix / "bin",
+            data=prefix,
+            include=prefix / "include" / site_packages.parent.name,
+        )
+
+
+_SYSCONFIG_SCRIPT = "import sysconfig,json;print(json.dumps(sysconfig.get_paths()))"
+
+
+def scheme_paths(python: Path, *, timeout: float = PROBE_TIMEOUT) -> SchemePaths:
+    """Ask a target interpreter where it installs purelib, platlib, scripts and data."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", _SYSCONFIG_SCRIPT],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            env=_clean_env(),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProbeError(f"cannot run {python}: {exc}") from exc
+    if proc.returncode != 0:
+        raise ProbeError(
+            f"{python} failed to report its install scheme (exit {proc.returncode}): "
+            + proc.stderr.decode(errors="replace").strip()[-500:]
+        )
+    try:
+        data = json.loads(proc.stdout)
+        return SchemePaths.from_sysconfig(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProbeError(f"{python} printed an unreadable install scheme: {exc}") from exc
+
+
+def _clean_env() -> dict[str, str]:
+    """An environment for running a target interpreter: no PYTHON* leaking in from ours."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PYTHON") and key != "VIRTUAL_ENV"
+    }
+
+
+def read_metadata_name_version(dist_info: Path) -> tuple[str, str]:
+    metadata = dist_info / "METADATA"
+    try:
+        text = metadata.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise InputError(f"{metadata}: cannot read: {exc.strerror or exc}") from exc
+    headers = HeaderParser().parsestr(text)
+    name, version = headers.get("Name"), headers.get("Version")
+    if not name or not version:
+        raise InputError(f"{metadata}: no Name or Version header")
+    return str(name), str(version)
+
+
+def read_record(dist_info: Path) -> list[RecordEntry]:
+    """Parse RECORD; entries keep the path exactly as written (relative to site-packages)."""
+    record = dist_info / "RECORD"
+    try:
+        text = record.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(
+            f"{record}: cannot read: {exc.strerror or exc}",
+            hint="the distribution was not installed from a wheel; reinstall it with pip",
+        ) from exc
+    entries: list[RecordEntry] = []
+    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row:
+            continue
+        if len(row) != 3:
+            raise InputError(f"{record}:{lineno}: expected 3 fields, found {len(row)}")
+        path, hash_field, size_field = row
+        digest: str | None = None
+        if hash_field:
+            algo, _, value = hash_field.partition("=")
+            if algo == "sha256" and value:
+                digest = _urlsafe_b64_to_hex(value)
+        size = int(size_field) if size_field.isdigit() else None
+        entries.append(RecordEntry(path, digest, size))
+    return entries
+
+
+def _urlsafe_b64_to_hex(value: str) -> str:
+    padded = value + "=" * (-len(value) % 4)
+    return base64.urlsafe_b64decode(padded).hex()
+
+
+def _read_optional_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_dist(dist_info: Path, site_packages: Path) -> InstalledDist:
+    name, version = read_metadata_name_version(dist_info)
+    direct_url: dict[str, Any] | None = None
+    raw = _read_optional_text(dist_info / "direct_url.json")
+    if raw is not None:
+        try:
+            loaded = json.loads(raw)
+        except ValueError as exc:
+            raise InputError(f"{dist_info / 'direct_url.json'}: not JSON: {exc}") from exc
+        if isinstance(loaded, dict):
+            direct_url = loaded
+    editable = False
+    if direct_url is not None:
+        dir_info = direct_url.get("dir_info")
+        editable = isinstance(dir_info, dict) and bool(dir_info.get("editable"))
+    return InstalledDist(
+        name=name,
+        version=version,
+        dist_info=dist_info,
+        site_packages=site_packages,
+        direct_url=direct_url,
+        editable=editable,
+        installer=_read_optional_text(dist_info / "INSTALLER"),
+    )
+
+
+def list_installed(site_packages: Path) -> list[InstalledDist]:
+    """Every `*.dist-info` distribution in a site-packages directory, sorted by name."""
+    if not site_packages.is_dir():
+        raise InputError(f"{site_packages}: not a directory")
+    dists = [
+        read_dist(dist_info, site_packages)
+        for dist_info in sorted(site_packages.glob("*.dist-info"))
+        if dist_info.is_dir()
+    ]
+    return sorted(dists, key=lambda d: d.canonical_name)

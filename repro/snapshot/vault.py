@@ -1,0 +1,499 @@
+"""The wheel vault: wheels for the distributions no recorded index can serve.
+
+`vault_reasons` says why a distribution needs the vault (a local file or directory, a VCS
+URL, an editable install, an archive URL, a local version such as `+cu130` the indexes do
+not hold). `build_vault` obtains a wheel for each one, cheapest source first:
+
+1. the original wheel, when it is at hand: the `file://` wheel it was installed from, a
+   `--find-links` directory or pip's wheel cache, taken only if its RECORD matches the
+   installed RECORD;
+2. for `--wheels all`, the wheel an index serves (the URL `check_index` found, else
+   `pip download` with the target's pip), again only if it matches the install;
+3. otherwise the wheel is rebuilt from the installed files (see wheelbuild), or, for an
+   editable install, built from the project source.
+
+Original and downloaded wheels are stored byte for byte as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import requests
+from packaging.tags import Tag
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from repro.hashing import CHUNK_SIZE, default_jobs, sha256_file
+from repro.snapshot.indexcheck import IndexFile, IndexReport, check_index, target_tags
+from repro.snapshot.installed import InstalledDist, SchemePaths, read_record
+from repro.snapshot.wheelbuild import (
+    EXCLUDED_DIST_INFO,
+    BuiltWheel,
+    PristineSource,
+    VaultError,
+    build_from_source,
+    iter_wheel_record,
+    rebuild_wheel,
+)
+
+WheelsMode = Literal["auto", "all", "none"]
+WheelSource = Literal["original", "rebuilt", "built-from-source", "downloaded"]
+DOWNLOAD_TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True)
+class VaultWheel:
+    """One wheel in the vault, where it came from and why it is there."""
+
+    name: str
+    version: str
+    filename: str
+    sha256: str
+    reason: str
+    source: WheelSource
+
+
+@dataclass(frozen=True)
+class VaultReport:
+    wheels: list[VaultWheel]
+    warnings: list[str] = field(default_factory=list)
+    index: IndexReport | None = None
+
+
+def _file_url_path(url: str) -> Path | None:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme != "file":
+        return None
+    return Path(urllib.request.url2pathname(parsed.path))
+
+
+def _is_local_version(version: str) -> bool:
+    try:
+        return Version(version).local is not None
+    except InvalidVersion:
+        return False
+
+
+def vault_reasons(dist: InstalledDist, index_report: IndexReport | None = None) -> list[str]:
+    """Why `dist` cannot be installed from the recorded indexes (empty: it can).
+
+    Without an index report, a local version (`+cu130`) counts as not served; with one,
+    anything the report lists as missing does.
+    """
+    reasons: list[str] = []
+    served = index_report is not None and index_report.serves(dist.name)
+    direct = dist.direct_url or {}
+    url = dist.direct_url_str or ""
+    if dist.editable:
+        reasons.append(f"editable install of {url}")
+    elif isinstance(direct.get("vcs_info"), dict):
+        vcs = direct["vcs_info"]
+        commit = vcs.get("commit_id") or vcs.get("requested_revision") or "?"
+        reasons.append(f"installed from {vcs.get('vcs', 'VCS')} URL {url}@{commit}")
+    elif url.startswith("file:"):
+        kind = "directory" if isinstance(direct.get("dir_info"), dict) else "file"
+        reasons.append(f"installed from local {kind} {_file_url_path(url)}")
+    elif url and not served:
+        reasons.append(f"installed from archive URL {url}")
+    if not served:
+        if index_report is not None and canonicalize_name(dist.name) in index_report.missing:
+            reasons.append(f"{dist.name}=={dist.version} is on none of the recorded indexes")
+        elif index_report is None and _is_local_version(dist.version):
+            reasons.append(
+                f"local version {dist.version}: the recorded indexes are not known to hold it"
+            )
+    return reasons
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    path: Path
+    source: WheelSource
+
+
+def wheel_matches_install(wheel: Path, dist: InstalledDist) -> bool:
+    """Whether a wheel's RECORD agrees with the installed RECORD on every file both hold.
+
+    Files under `.data/` (scripts get their shebang rewritten at install) and the files
+    an installer adds to `.dist-info` are not compared.
+    """
+    try:
+        wheel_entries = list(iter_wheel_record(wheel))
+    except VaultError:
+        return False
+    installed = {entry.path: entry.sha256 for entry in read_record(dist.dist_info)}
+    compared = 0
+    for entry in wheel_entries:
+        top, _, rest = entry.path.partition("/")
+        if top.endswith(".data") or (top.endswith(".dist-info") and rest in EXCLUDED_DIST_INFO):
+            continue
+        if entry.sha256 is None:
+            continue
+        if installed.get(entry.path) != entry.sha256:
+            return False
+        compared += 1
+    return compared > 0
+
+
+def _wheel_name_version(path: Path) -> tuple[str, Version] | None:
+    try:
+        name, version, _build, _tags = parse_wheel_filename(path.name)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return name, version
+
+
+def _local_wheels(dirs: Iterable[Path], recursive: bool) -> dict[tuple[str, Version], list[Path]]:
+    found: dict[tuple[str, Version], list[Path]] = {}
+    for directory in dirs:
+        if not directory.is_dir():
+            continue
+        paths = directory.rglob("*.whl") if recursive else directory.glob("*.whl")
+        for path in sorted(paths):
+            key = _wheel_name_version(path)
+            if key is not None:
+                found.setdefault(key, []).append(path)
+    return found
+
+
+def default_pip_cache() -> Path:
+    """pip's cache directory as pip picks it on Linux (PIP_CACHE_DIR, XDG_CACHE_HOME)."""
+    if os.environ.get("PIP_CACHE_DIR"):
+        return Path(os.environ["PIP_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pip"
+
+
+def _dist_key(dist: InstalledDist) -> tuple[str, Version] | None:
+    try:
+        return dist.canonical_name, Version(dist.version)
+    except InvalidVersion:
+        return None
+
+
+def _copy_into(source: Path, out_dir: Path) -> tuple[Path, str]:
+    """Copy a wheel byte for byte into the vault; return its path and sha256."""
+    target = out_dir / source.name
+    if source.resolve() != target.resolve():
+        shutil.copyfile(source, target)
+    return target, sha256_file(target)
+
+
+def _download(item: IndexFile, directory: Path, session: requests.Session, timeout: float) -> Path:
+    """Fetch one index file into `directory`, verifying the sha256 the index gave."""
+    target = directory / item.filename
+    digest = hashlib.sha256()
+    local = _file_url_path(item.url)
+    if local is not None:
+        with open(local, "rb") as src, open(target, "wb") as dst:
+            for chunk in iter(lambda: src.read(CHUNK_SIZE), b""):
+                digest.update(chunk)
+                dst.write(chunk)
+    else:
+        with session.get(item.url, stream=True, timeout=timeout) as response:
+            response.raise_for_status()
+            with open(target, "wb") as dst:
+                for chunk in response.iter_content(CHUNK_SIZE):
+                    digest.update(chunk)
+                    dst.write(chunk)
+    if item.sha256 is not None and digest.hexdigest() != item.sha256:
+        target.unlink()
+        raise VaultError(f"{item.url}: sha256 {digest.hexdigest()} differs from the index's")
+    return target
+
+
+def _installed_tags(dist: InstalledDist) -> frozenset[str]:
+    path = dist.dist_info / "WHEEL"
+    if not path.is_file():
+        return frozenset()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.split(":", 1)[1].strip() for line in lines if line.startswith("Tag:"))
+
+
+def _preferred_index_wheel(dist: InstalledDist, files: Sequence[IndexFile]) -> IndexFile | None:
+    """The index wheel the dist was most likely installed from: same tags as its WHEEL."""
+    wheels = [f for f in files if f.filename.endswith(".whl")]
+    installed = _installed_tags(dist)
+    for item in wheels:
+        _n, _v, _b, tags = parse_wheel_filename(item.filename)
+        if {str(t) for t in tags} == installed:
+            return item
+    return wheels[0] if wheels else None
+
+
+def pip_download(
+    python: Path,
+    requirements: Sequence[str],
+    dest: Path,
+    *,
+    indexes: Sequence[str] = (),
+    timeout: float = DOWNLOAD_TIMEOUT,
+) -> list[str]:
+    """`pip download --no-deps --only-binary=:all:` with the target's pip, in batches.
+
+    One pip run fetches every requirement; when it fails, the batch is split in halves so
+    that a few unavailable pins cost a few extra runs, not one run per pin. Returns the
+    requirements that could not be downloaded.
+    """
+    if not requirements:
+        return []
+    argv = [str(python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    argv += ["--disable-pip-version-check", "-q", "-d", str(dest)]
+    if indexes:
+        argv += ["--index-url", indexes[0]]
+        for extra in indexes[1:]:
+            argv += ["--extra-index-url", extra]
+    try:
+        proc = subprocess.run(
+            [*argv, *requirements], capture_output=True, timeout=timeout, check=False
+        )
+        ok = proc.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if ok:
+        return []
+    if len(requirements) == 1:
+        return list(requirements)
+    half = len(requirements) // 2
+    return pip_download(
+        python, requirements[:half], dest, indexes=indexes, timeout=timeout
+    ) + pip_download(python, requirements[half:], dest, indexes=indexes, timeout=timeout)
+
+
+def build_vault(
+    dists: Sequence[InstalledDist],
+    *,
+    mode: WheelsMode,
+    out_dir: Path,
+    indexes: Sequence[str] = (),
+    check_index: bool = False,
+    python: Path | None = None,
+    tags: Sequence[Tag] | None = None,
+    scheme: SchemePaths | None = None,
+    pristine: Mapping[str, PristineSource] | None = None,
+    find_links: Sequence[Path] = (),
+    pip_cache: Path | None = None,
+    download: bool = True,
+    session: requests.Session | None = None,
+    source_date_epoch: int | None = None,
+    jobs: int | None = None,
+) -> VaultReport:
+    """Put a wheel for each distribution that needs one into `out_dir`.
+
+    `mode`: "auto" vaults what `vault_reasons` names, "all" every distribution (for
+    air-gapped targets), "none" nothing but warns about each distribution the target will
+    not be able to install. `python` is the target interpreter (for its tags, pip and
+    editable builds). `pristine` maps a canonical distribution name to a callback giving
+    pristine bytes of its patched files. `download=False` keeps everything offline.
+    """
+    report: IndexReport | None = None
+    warnings: list[str] = []
+    if check_index and indexes:
+        if tags is None:
+            if python is None:
+                raise VaultError("--check-index needs the target interpreter to know its tags")
+            tags = target_tags(python)
+        pins = [(d.name, d.version) for d in dists if not d.editable]
+        report = _check(pins, indexes, tags, session)
+        warnings += report.errors
+    reasons = {d.canonical_name: vault_reasons(d, report) for d in dists}
+    if mode == "none":
+        for dist in dists:
+            if reasons[dist.canonical_name]:
+                warnings.append(
+                    f"{dist.name} {dist.version}: {'; '.join(reasons[dist.canonical_name])}: "
+                    "the target will not be able to install it (--wheels none)"
+                )
+        return VaultReport([], warnings, report)
+    selected = [d for d in dists if mode == "all" or reasons[d.canonical_name]]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    originals = _local_wheels(find_links, recursive=False)
+    cache = pip_cache if pip_cache is not None else default_pip_cache()
+    cached = _local_wheels([cache / "wheels"], recursive=True)
+
+    obtained: dict[str, tuple[Path, str, WheelSource]] = {}
+    for dist in selected:
+        candidate = _original_at_hand(dist, originals, cached)
+        if candidate is not None:
+            path, sha = _copy_into(candidate.path, out_dir)
+            obtained[dist.canonical_name] = (path, sha, "original")
+
+    if download:
+        wanted = [
+            d
+            for d in selected
+            if d.canonical_name not in obtained and not reasons[d.canonical_name] and not d.editable
+        ]
+        obtained.update(
+            _fetch_from_indexes(wanted, out_dir, indexes, report, python, session, warnings)
+        )
+
+    to_build = [d for d in selected if d.canonical_name not in obtained]
+
+    def build_one(dist: InstalledDist) -> tuple[BuiltWheel, WheelSource] | VaultError:
+        try:
+            return _build(dist, out_dir, python, scheme, pristine, tags, source_date_epoch)
+        except VaultError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
+        results = list(pool.map(build_one, to_build))
+    failures = [r for r in results if isinstance(r, VaultError)]
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise VaultError(
+            f"{len(failures)} distributions cannot be put into the vault:\n"
+            + "\n".join(str(f) for f in failures)
+        )
+    built_all = {
+        d.canonical_name: r
+        for d, r in zip(to_build, results, strict=True)
+        if not isinstance(r, VaultError)
+    }
+    wheels: list[VaultWheel] = []
+    for dist in selected:
+        reason = "; ".join(reasons[dist.canonical_name]) or "--wheels all"
+        if dist.canonical_name in obtained:
+            path, sha, source = obtained[dist.canonical_name]
+        else:
+            built, source = built_all[dist.canonical_name]
+            path, sha = built.path, built.sha256
+            if built.unverified:
+                warnings.append(
+                    f"{dist.name}: RECORD lists no hash for {', '.join(built.unverified)}; "
+                    "copied into the rebuilt wheel unverified"
+                )
+        wheels.append(VaultWheel(dist.name, dist.version, path.name, sha, reason, source))
+    return VaultReport(sorted(wheels, key=lambda w: w.filename), warnings, report)
+
+
+def _check(
+    pins: Sequence[tuple[str, str]],
+    indexes: Sequence[str],
+    tags: Sequence[Tag],
+    session: requests.Session | None,
+) -> IndexReport:
+    return check_index(pins, indexes, tags=tags, session=session)
+
+
+def _original_at_hand(
+    dist: InstalledDist,
+    find_links: Mapping[tuple[str, Version], list[Path]],
+    cached: Mapping[tuple[str, Version], list[Path]],
+) -> _Candidate | None:
+    local = _file_url_path(dist.direct_url_str or "")
+    if (
+        local is not None
+        and local.suffix == ".whl"
+        and local.is_file()
+        and wheel_matches_install(local, dist)
+    ):
+        return _Candidate(local, "original")
+    key = _dist_key(dist)
+    if key is None:
+        return None
+    for path in [*find_links.get(key, []), *cached.get(key, [])]:
+        if wheel_matches_install(path, dist):
+            return _Candidate(path, "original")
+    return None
+
+
+def _fetch_from_indexes(
+    dists: Sequence[InstalledDist],
+    out_dir: Path,
+    indexes: Sequence[str],
+    report: IndexReport | None,
+    python: Path | None,
+    session: requests.Session | None,
+    warnings: list[str],
+) -> dict[str, tuple[Path, str, WheelSource]]:
+    """Download the original wheels of index-served dists; keep those matching the install."""
+    fetched: dict[str, tuple[Path, str, WheelSource]] = {}
+    if not dists:
+        return fetched
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=out_dir) as tmp:
+        staging = Path(tmp)
+        remaining: list[InstalledDist] = []
+        http = session or requests.Session()
+        try:
+            for dist in dists:
+                files = report.found.get(dist.canonical_name, []) if report else []
+                item = _preferred_index_wheel(dist, files)
+                if item is None:
+                    remaining.append(dist)
+                    continue
+                try:
+                    _download(item, staging, http, DOWNLOAD_TIMEOUT)
+                except (requests.RequestException, OSError, VaultError) as exc:
+                    warnings.append(f"{dist.name}: download failed, will rebuild: {exc}")
+                    remaining.append(dist)
+        finally:
+            if session is None:
+                http.close()
+        if remaining and python is not None:
+            pip_download(
+                python, [f"{d.name}=={d.version}" for d in remaining], staging, indexes=indexes
+            )
+        downloaded = _local_wheels([staging], recursive=False)
+        for dist in dists:
+            key = _dist_key(dist)
+            for path in downloaded.get(key, []) if key else []:
+                if wheel_matches_install(path, dist):
+                    target = out_dir / path.name
+                    os.replace(path, target)
+                    fetched[dist.canonical_name] = (target, sha256_file(target), "downloaded")
+                    break
+            else:
+                if key in downloaded:
+                    warnings.append(
+                        f"{dist.name} {dist.version}: the index's wheel differs from the "
+                        "installed files; rebuilt from RECORD instead"
+                    )
+    return fetched
+
+
+def _build(
+    dist: InstalledDist,
+    out_dir: Path,
+    python: Path | None,
+    scheme: SchemePaths | None,
+    pristine: Mapping[str, PristineSource] | None,
+    tags: Sequence[Tag] | None,
+    source_date_epoch: int | None,
+) -> tuple[BuiltWheel, WheelSource]:
+    if dist.editable:
+        source = _file_url_path(dist.direct_url_str or "")
+        if source is None:
+            raise VaultError(f"{dist.dist_info}: editable install without a file:// source")
+        interpreter = (
+            python
+            or (scheme or SchemePaths.for_venv_site_packages(dist.site_packages)).scripts / "python"
+        )
+        built = build_from_source(source, interpreter, out_dir, source_date_epoch=source_date_epoch)
+        return built, "built-from-source"
+    built = rebuild_wheel(
+        dist,
+        out_dir,
+        scheme=scheme,
+        pristine=(pristine or {}).get(dist.canonical_name),
+        fallback_tags=list(tags or ()),
+        source_date_epoch=source_date_epoch,
+    )
+    return built, "rebuilt"

@@ -1,0 +1,580 @@
+"""Rebuild a wheel from an installed distribution's files, verified against RECORD.
+
+This reverses what an installer (pip, uv, pypa/installer) did when it unpacked the wheel:
+
+- files under site-packages go back to the wheel root (or `.data/purelib|platlib` when
+  they sit in the scheme that is not the wheel's root);
+- files under the scripts directory go to `<name>-<version>.data/scripts/`, except the
+  console/gui wrappers that the installer generated from `entry_points.txt` (it will
+  generate them again); a script whose `#!python` shebang the installer rewrote to the
+  interpreter's path gets `#!python` back;
+- headers (`<prefix>/include/site/pythonX.Y/<dist>/...`) go to `.data/headers/`, and any
+  other file under the prefix to `.data/data/`;
+- INSTALLER, REQUESTED, direct_url.json and `__pycache__` are left out, and a new RECORD
+  with fresh hashes is written.
+
+Every file is hashed while it is copied into the wheel and checked against RECORD; a file
+that does not verify (a patch) stops the rebuild unless a `pristine` callback supplies the
+original bytes. The output is deterministic: members in a fixed order, fixed timestamps
+and permissions, so the same install always gives a byte-identical wheel.
+"""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path, PurePosixPath
+
+from packaging.tags import Tag, parse_tag
+from packaging.utils import canonicalize_name, canonicalize_version
+
+from repro.errors import EXIT_INVALID, ReproError
+from repro.hashing import CHUNK_SIZE
+from repro.snapshot.installed import (
+    InstalledDist,
+    RecordEntry,
+    SchemePaths,
+    read_metadata_name_version,
+    read_record,
+)
+
+PristineSource = Callable[[str], bytes | None]
+"""Given a path as RECORD lists it, return the file's pristine bytes, or None."""
+
+EXCLUDED_DIST_INFO = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
+ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
+BUILD_TIMEOUT = 1800.0
+
+
+class VaultError(ReproError):
+    """A wheel for the vault cannot be obtained or rebuilt."""
+
+    exit_code = EXIT_INVALID
+
+
+class PatchedFilesError(VaultError):
+    """Installed files of a distribution to rebuild do not match RECORD."""
+
+    def __init__(self, dist: str, files: Sequence[str], dist_info: Path) -> None:
+        listed = "\n".join(f"    {path}" for path in files)
+        super().__init__(
+            f"{dist}: {len(files)} installed file(s) do not match {dist_info / 'RECORD'}, "
+            f"so its wheel cannot be rebuilt from them:\n{listed}",
+            hint="provide the pristine files (the original wheel, or --pristine PATH); the "
+            "bundle's patch set re-applies the changes at unpack",
+        )
+        self.dist = dist
+        self.files = tuple(files)
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    """A wheel written to the vault."""
+
+    path: Path
+    sha256: str
+    unverified: tuple[str, ...] = ()
+    """Files that RECORD lists without a hash: copied, but not verified."""
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+
+@dataclass(frozen=True)
+class _Member:
+    arcname: str
+    source: Path
+    record: RecordEntry
+    script: bool
+
+
+def zip_date_time(source_date_epoch: int | None = None) -> tuple[int, int, int, int, int, int]:
+    """The timestamp every member gets: SOURCE_DATE_EPOCH if set, never before 1980."""
+    if source_date_epoch is None:
+        raw = os.environ.get("SOURCE_DATE_EPOCH", "")
+        source_date_epoch = int(raw) if raw.isdigit() else ZIP_EPOCH
+    stamp = time.gmtime(max(source_date_epoch, ZIP_EPOCH))
+    return (stamp.tm_year, stamp.tm_mon, stamp.tm_mday, stamp.tm_hour, stamp.tm_min, stamp.tm_sec)
+
+
+def record_hash(digest: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def wheel_filename(name: str, version: str, tags: Sequence[Tag], build: str | None = None) -> str:
+    """`{name}-{version}(-{build})?-{py}-{abi}-{plat}.whl`, normalised per the spec."""
+    interpreters = _unique(tag.interpreter for tag in tags)
+    abis = _unique(tag.abi for tag in tags)
+    platforms = _unique(tag.platform for tag in tags)
+    parts = [
+        canonicalize_name(name).replace("-", "_"),
+        canonicalize_version(version, strip_trailing_zero=False).replace("-", "_"),
+    ]
+    if build:
+        parts.append(build)
+    parts += [".".join(interpreters), ".".join(abis), ".".join(platforms)]
+    return "-".join(parts) + ".whl"
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def console_script_names(dist_info: Path) -> frozenset[str]:
+    """Names of the wrappers an installer generates from entry_points.txt."""
+    path = dist_info / "entry_points.txt"
+    if not path.is_file():
+        return frozenset()
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(path.read_text(encoding="utf-8"))
+    except (configparser.Error, OSError, UnicodeDecodeError) as exc:
+        raise VaultError(f"{path}: cannot parse: {exc}") from exc
+    names: set[str] = set()
+    for section in ("console_scripts", "gui_scripts"):
+        if parser.has_section(section):
+            names.update(parser.options(section))
+    return frozenset(names)
+
+
+_TRAMPOLINE = re.compile(
+    rb"\A#!/bin/sh\n'''exec' (\"[^\"]*\"|'[^']*'|\S+) \"\$0\" \"\$@\"\n' '''\n"
+)
+
+
+def restore_shebang(content: bytes, scripts_dir: Path) -> bytes:
+    """Undo an installer's `#!python` rewrite: point the script back at `#!python`.
+
+    Installers replace a first line starting with `#!python` by `#!<interpreter>` (pip,
+    uv) or by a /bin/sh trampoline when the path is long or has spaces (installer). Only
+    interpreters inside the environment's own scripts directory are taken back; any other
+    shebang (`#!/usr/bin/env python3`) was in the wheel as it is.
+    """
+    match = _TRAMPOLINE.match(content)
+    if match is not None:
+        interpreter = match.group(1).strip(b"\"'")
+        rest = content[match.end() :]
+    else:
+        if not content.startswith(b"#!"):
+            return content
+        first, newline, rest = content.partition(b"\n")
+        if not newline:
+            return content
+        interpreter = first[2:].strip()
+        if b" " in interpreter:
+            return content
+    path = Path(os.fsdecode(interpreter))
+    name = path.name
+    if os.path.normpath(path.parent) != os.path.normpath(scripts_dir):
+        return content
+    if not (name.startswith("python") or name.startswith("pypy")):
+        return content
+    return b"#!python\n" + rest
+
+
+def _within(path: str, root: Path) -> str | None:
+    """`path` relative to `root` (both normalised, POSIX separators), or None."""
+    base = os.path.normpath(root)
+    if path == base:
+        return None
+    if path.startswith(base + os.sep):
+        return path[len(base) + 1 :].replace(os.sep, "/")
+    return None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    dist_info: str
+    data_dir: str
+    root_is_purelib: bool
+    scheme: SchemePaths
+    site_packages: Path
+    console_scripts: frozenset[str]
+
+
+def _arcname(entry: RecordEntry, layout: _Layout) -> tuple[str, bool] | None:
+    """Where a RECORD entry goes in the wheel, and whether it is a script; None to skip."""
+    absolute = os.path.normpath(layout.site_packages / entry.path)
+    parts = PurePosixPath(entry.path).parts
+    if "__pycache__" in parts:
+        return None
+    root, other = (
+        (layout.scheme.purelib, layout.scheme.platlib)
+        if layout.root_is_purelib
+        else (layout.scheme.platlib, layout.scheme.purelib)
+    )
+    rel = _within(absolute, root)
+    if rel is not None:
+        top = rel.split("/", 1)[0]
+        if top == layout.dist_info and rel.split("/", 1)[-1] in EXCLUDED_DIST_INFO:
+            return None
+        return rel, False
+    rel = _within(absolute, other)
+    if rel is not None:
+        key = "platlib" if layout.root_is_purelib else "purelib"
+        return f"{layout.data_dir}/{key}/{rel}", False
+    rel = _within(absolute, layout.scheme.scripts)
+    if rel is not None:
+        if "/" not in rel and rel in layout.console_scripts:
+            return None
+        return f"{layout.data_dir}/scripts/{rel}", True
+    rel = _within(absolute, layout.scheme.data / "include" / "site")
+    if rel is not None:
+        # <prefix>/include/site/pythonX.Y/<dist name>/<header path>
+        pieces = rel.split("/", 2)
+        if len(pieces) == 3:
+            return f"{layout.data_dir}/headers/{pieces[2]}", False
+    rel = _within(absolute, layout.scheme.data)
+    if rel is not None:
+        return f"{layout.data_dir}/data/{rel}", False
+    raise VaultError(
+        f"{layout.site_packages / layout.dist_info / 'RECORD'}: {entry.path} lies outside "
+        "the environment, so it cannot be put back into a wheel"
+    )
+
+
+def _read_wheel_file(dist: InstalledDist) -> tuple[bool, list[Tag], str | None] | None:
+    path = dist.dist_info / "WHEEL"
+    if not path.is_file():
+        return None
+    headers = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+    root_is_purelib = str(headers.get("Root-Is-Purelib", "true")).strip().lower() == "true"
+    tags: list[Tag] = []
+    for value in headers.get_all("Tag") or []:
+        tags.extend(parse_tag(str(value).strip()))
+    build = headers.get("Build")
+    return root_is_purelib, tags, str(build).strip() if build else None
+
+
+def _synthesized_wheel(root_is_purelib: bool, tags: Sequence[Tag], build: str | None) -> bytes:
+    lines = [
+        "Wheel-Version: 1.0",
+        "Generator: repro",
+        f"Root-Is-Purelib: {'true' if root_is_purelib else 'false'}",
+    ]
+    lines += [f"Tag: {tag}" for tag in tags]
+    if build:
+        lines.append(f"Build: {build}")
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def _member_order(arcname: str, dist_info: str) -> tuple[int, str]:
+    """Package files first, then .dist-info (RECORD last), each sorted by name."""
+    return (1 if arcname.startswith(dist_info + "/") else 0, arcname)
+
+
+def rebuild_wheel(
+    dist: InstalledDist,
+    out_dir: Path,
+    *,
+    scheme: SchemePaths | None = None,
+    pristine: PristineSource | None = None,
+    fallback_tags: Sequence[Tag] = (),
+    source_date_epoch: int | None = None,
+) -> BuiltWheel:
+    """Rebuild `dist`'s wheel from its installed files into `out_dir`.
+
+    `scheme` says where the environment keeps scripts, headers and data (defaults to the
+    POSIX venv layout around `dist.site_packages`). `fallback_tags` are used when the
+    installed distribution has no WHEEL file (a pure distribution gets `py3-none-any`).
+    Raises PatchedFilesError naming every file that does not match RECORD and for which
+    `pristine` has no verifying content.
+    """
+    scheme = scheme or SchemePaths.for_venv_site_packages(dist.site_packages)
+    entries = read_record(dist.dist_info)
+    wheel_info = _read_wheel_file(dist)
+    if wheel_info is not None:
+        root_is_purelib, tags, build = wheel_info
+    else:
+        root_is_purelib = os.path.normpath(dist.site_packages) == os.path.normpath(scheme.purelib)
+        build = None
+        has_binaries = any(e.path.endswith((".so", ".pyd", ".dylib")) for e in entries)
+        tags = list(fallback_tags[:1]) if has_binaries and fallback_tags else []
+        if not tags:
+            tags = [Tag("py3", "none", "any")]
+    if not tags:
+        raise VaultError(f"{dist.dist_info / 'WHEEL'}: no Tag line")
+    dist_info_name = dist.dist_info.name
+    layout = _Layout(
+        dist_info=dist_info_name,
+        data_dir=dist_info_name[: -len(".dist-info")] + ".data",
+        root_is_purelib=root_is_purelib,
+        scheme=scheme,
+        site_packages=dist.site_packages,
+        console_scripts=console_script_names(dist.dist_info),
+    )
+    members: dict[str, _Member] = {}
+    for entry in entries:
+        placed = _arcname(entry, layout)
+        if placed is None:
+            continue
+        arcname, is_script = placed
+        members[arcname] = _Member(
+            arcname, Path(os.path.normpath(dist.site_packages / entry.path)), entry, is_script
+        )
+    extra: dict[str, bytes] = {}
+    wheel_arc = f"{dist_info_name}/WHEEL"
+    if wheel_arc not in members:
+        extra[wheel_arc] = _synthesized_wheel(root_is_purelib, tags, build)
+    name, version = read_metadata_name_version(dist.dist_info)
+    filename = wheel_filename(name, version, tags, build)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    date_time = zip_date_time(source_date_epoch)
+    ordered = sorted([*members, *extra], key=lambda a: _member_order(a, dist_info_name))
+
+    overrides: dict[str, bytes] = {}
+    bad = _write_wheel(out_dir / filename, ordered, members, extra, overrides, layout, date_time)
+    if bad:
+        unresolved: list[str] = []
+        for member in bad:
+            content = pristine(member.record.path) if pristine is not None else None
+            if content is None or hashlib.sha256(content).hexdigest() != member.record.sha256:
+                unresolved.append(member.record.path)
+            else:
+                overrides[member.arcname] = content
+        if unresolved:
+            raise PatchedFilesError(name, unresolved, dist.dist_info)
+        bad = _write_wheel(
+            out_dir / filename, ordered, members, extra, overrides, layout, date_time
+        )
+        if bad:  # pragma: no cover - pristine content was verified just above
+            raise PatchedFilesError(name, [m.record.path for m in bad], dist.dist_info)
+    unverified = tuple(sorted(m.record.path for m in members.values() if m.record.sha256 is None))
+    return BuiltWheel(out_dir / filename, _sha256_path(out_dir / filename), unverified)
+
+
+def _sha256_path(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(CHUNK_SIZE), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _zipinfo(
+    arcname: str, date_time: tuple[int, ...], executable: bool, size: int
+) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(arcname, date_time=date_time)  # type: ignore[arg-type]
+    info.create_system = 3
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.file_size = size
+    return info
+
+
+def _write_wheel(
+    target: Path,
+    ordered: Sequence[str],
+    members: dict[str, _Member],
+    extra: dict[str, bytes],
+    overrides: dict[str, bytes],
+    layout: _Layout,
+    date_time: tuple[int, ...],
+) -> list[_Member]:
+    """Write the wheel through a temporary file; return members that failed to verify."""
+    bad: list[_Member] = []
+    record_lines: list[str] = []
+    fd, tmp_name = tempfile.mkstemp(prefix=".rebuild-", suffix=".whl", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        with zipfile.ZipFile(tmp, "w") as archive:
+            for arcname in ordered:
+                if arcname in extra or arcname in overrides:
+                    data = extra.get(arcname, overrides.get(arcname, b""))
+                    member = members.get(arcname)
+                    executable = member is not None and _is_executable(member.source)
+                    if member is not None and member.script:
+                        data = restore_shebang(data, layout.scheme.scripts)
+                    info = _zipinfo(arcname, date_time, executable, len(data))
+                    archive.writestr(info, data)
+                    digest, size = hashlib.sha256(data).digest(), len(data)
+                else:
+                    member = members[arcname]
+                    ok, digest, size = _copy_member(archive, member, layout, date_time)
+                    if not ok:
+                        bad.append(member)
+                record_lines.append(_record_line(arcname, digest, size))
+            record_arc = f"{layout.dist_info}/RECORD"
+            record_lines.append(_record_line(record_arc, None, None))
+            record = ("\n".join(record_lines) + "\n").encode("utf-8")
+            archive.writestr(_zipinfo(record_arc, date_time, False, len(record)), record)
+        if bad:
+            return bad
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return bad
+
+
+def _record_line(arcname: str, digest: bytes | None, size: int | None) -> str:
+    hash_field = record_hash(digest) if digest is not None else ""
+    size_field = str(size) if size is not None else ""
+    name = f'"{arcname}"' if ("," in arcname or '"' in arcname) else arcname
+    return f"{name},{hash_field},{size_field}"
+
+
+def _is_executable(path: Path) -> bool:
+    try:
+        return bool(path.stat().st_mode & 0o111)
+    except OSError:
+        return False
+
+
+def _copy_member(
+    archive: zipfile.ZipFile,
+    member: _Member,
+    layout: _Layout,
+    date_time: tuple[int, ...],
+) -> tuple[bool, bytes, int]:
+    """Copy one installed file into the wheel, hashing what was read against RECORD."""
+    try:
+        stat = member.source.stat()
+    except OSError:
+        return False, b"", 0
+    executable = bool(stat.st_mode & 0o111)
+    installed_hash = hashlib.sha256()
+    if member.script:
+        data = member.source.read_bytes()
+        installed_hash.update(data)
+        data = restore_shebang(data, layout.scheme.scripts)
+        archive.writestr(_zipinfo(member.arcname, date_time, executable, len(data)), data)
+        written = hashlib.sha256(data).digest()
+        size = len(data)
+    else:
+        info = _zipinfo(member.arcname, date_time, executable, stat.st_size)
+        size = 0
+        with open(member.source, "rb") as source, archive.open(info, "w") as sink:
+            for chunk in iter(lambda: source.read(CHUNK_SIZE), b""):
+                installed_hash.update(chunk)
+                sink.write(chunk)
+                size += len(chunk)
+        written = installed_hash.digest()
+    expected = member.record.sha256
+    ok = expected is None or installed_hash.hexdigest() == expected
+    return ok, written, size
+
+
+def iter_wheel_record(path: Path) -> Iterator[RecordEntry]:
+    """The RECORD of a wheel file, without extracting it."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            record_name = next(
+                (
+                    n
+                    for n in archive.namelist()
+                    if n.endswith(".dist-info/RECORD") and n.count("/") == 1
+                ),
+                None,
+            )
+            if record_name is None:
+                raise VaultError(f"{path}: no .dist-info/RECORD in the wheel")
+            text = archive.read(record_name).decode("utf-8")
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise VaultError(f"{path}: not a readable wheel: {exc}") from exc
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) != 3:
+            continue
+        algo, _, value = row[1].partition("=")
+        digest = (
+            base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+            if algo == "sha256" and value
+            else None
+        )
+        yield RecordEntry(row[0], digest, int(row[2]) if row[2].isdigit() else None)
+
+
+def normalize_wheel(
+    source: Path, out_dir: Path, *, source_date_epoch: int | None = None
+) -> BuiltWheel:
+    """Rewrite a freshly built wheel deterministically: sorted members, fixed time and modes."""
+    date_time = zip_date_time(source_date_epoch)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / source.name
+    fd, tmp_name = tempfile.mkstemp(prefix=".normalize-", suffix=".whl", dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        with zipfile.ZipFile(source) as src, zipfile.ZipFile(tmp, "w") as dst:
+            infos = [i for i in src.infolist() if not i.is_dir()]
+            dist_info = next(
+                (
+                    i.filename.split("/", 1)[0]
+                    for i in infos
+                    if i.filename.endswith(".dist-info/WHEEL")
+                ),
+                "",
+            )
+            for info in sorted(infos, key=lambda i: _member_order(i.filename, dist_info)):
+                executable = bool((info.external_attr >> 16) & 0o111)
+                new = _zipinfo(info.filename, date_time, executable, info.file_size)
+                with src.open(info) as reader, dst.open(new, "w") as writer:
+                    shutil.copyfileobj(reader, writer, CHUNK_SIZE)
+        os.replace(tmp, target)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise VaultError(f"{source}: cannot rewrite the built wheel: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return BuiltWheel(target, _sha256_path(target))
+
+
+def build_from_source(
+    source_dir: Path,
+    python: Path,
+    out_dir: Path,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = BUILD_TIMEOUT,
+    source_date_epoch: int | None = None,
+) -> BuiltWheel:
+    """Build a wheel of a project directory with the target's pip (used for editable installs).
+
+    Tries `--no-build-isolation` first (the target already holds the build requirements
+    that made the editable install), then with isolation. The result is normalised.
+    """
+    if not source_dir.is_dir():
+        raise VaultError(
+            f"{source_dir}: the source of the editable install no longer exists",
+            hint="restore the project directory, or reinstall the distribution from a wheel",
+        )
+    run_env = dict(env if env is not None else os.environ)
+    if source_date_epoch is not None:
+        run_env["SOURCE_DATE_EPOCH"] = str(source_date_epoch)
+    run_env.setdefault("SOURCE_DATE_EPOCH", str(ZIP_EPOCH))
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="repro-build-") as tmp:
+        for isolation in (["--no-build-isolation"], []):
+            work = Path(tmp) / ("noiso" if isolation else "iso")
+            work.mkdir()
+            argv = [str(python), "-m", "pip", "wheel", "--no-deps", *isolation]
+            argv += ["--disable-pip-version-check", "-q", "-w", str(work), str(source_dir)]
+            try:
+                proc = subprocess.run(
+                    argv, capture_output=True, timeout=timeout, env=run_env, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                errors.append(f"{' '.join(argv)}: {exc}")
+                continue
+            wheels = sorted(work.glob("*.whl"))
+            if proc.returncode == 0 and len(wheels) == 1:
+                return normalize_wheel(wheels[0], out_dir, source_date_epoch=source_date_epoch)
+            errors.append(proc.stderr.decode(errors="replace").strip()[-800:])
+    raise VaultError(
+        f"{source_dir}: pip could not build a wheel of the project:\n" + "\n".join(errors),
+        hint="make sure the target environment can build the project (pip wheel DIR)",
+    )
