@@ -443,12 +443,14 @@ class _TarStream:
         self.offset = 0
         self.unread: _MemberData | None = None  # data of the member last yielded
         self._seekable = False
+        self._end = 0
         raw: BinaryIO
         try:
             if _is_seekable(stream):
                 start = stream.tell()
                 head = _read_head(stream, BLOCK)
                 kind = detect_compression(head, source=source)
+                self._end = stream.seek(0, os.SEEK_END)
                 stream.seek(start)
                 raw = stream
                 self._seekable = kind == "none"
@@ -490,7 +492,10 @@ class _TarStream:
 
     def skip(self, size: int, what: str) -> None:
         if self._seekable:
-            self._stream.seek(size, os.SEEK_CUR)
+            if self._stream.seek(size, os.SEEK_CUR) > self._end:
+                raise ArchiveError(
+                    f"{self.source}: archive is truncated (ends at byte {self._end}, inside {what})"
+                )
             self.offset += size
             return
         while size:
