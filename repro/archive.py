@@ -48,6 +48,7 @@ MAX_EXTENDED_HEADER = 1 << 20
 MAX_TRAILING_BYTES = 1 << 20
 DEFAULT_GZ_LEVEL = 6
 DEFAULT_ZST_LEVEL = 3
+FILTER_DEST = "/nonexistent/repro-extract"
 
 
 def source_date_epoch(default: int) -> int:
@@ -618,6 +619,7 @@ def _iter_entries(tar: _TarStream) -> Iterator[tuple[_Entry, int]]:
         remaining = size
         if tar.unread is not None:
             remaining = tar.unread.remaining
+            tar.unread.remaining = 0  # a stale member stream reads as ended, not as the next
             tar.unread = None
         tar.skip(remaining + (-size % BLOCK), f"member {name!r}")
 
@@ -628,7 +630,6 @@ class _Validator:
 
     source: str
     limits: ArchiveLimits
-    filter_dest: str
     top: str | None = None
     members: int = 0
     total: int = 0
@@ -724,16 +725,19 @@ class _Validator:
         info.mode = mode
         info.size = size
         try:
-            data_filter(info, self.filter_dest)
+            # A destination that does not exist: the filter judges the name alone, as
+            # the staging tree holds no links (realpath() over it costs a syscall per
+            # component and per member, for no information).
+            data_filter(info, FILTER_DEST)
         except tarfile.TarError as exc:
             raise self.refuse(name, f"is refused by tarfile's data filter: {exc}") from exc
 
 
 def _iter_safe(
-    stream: BinaryIO, source: str, limits: ArchiveLimits, filter_dest: str
+    stream: BinaryIO, source: str, limits: ArchiveLimits
 ) -> Iterator[tuple[SafeMember, BinaryIO | None]]:
     tar = _TarStream(stream, source)
-    validator = _Validator(source, limits, filter_dest)
+    validator = _Validator(source, limits)
     for entry, _at in _iter_entries(tar):
         member = validator.admit(entry)
         if member is None:
@@ -756,7 +760,7 @@ def iter_members(
     Each file member comes with a stream of its data, valid until the next member.
     Hostile members raise UnsafeArchiveError, unreadable archives ArchiveError.
     """
-    return _iter_safe(stream, source, limits or ArchiveLimits(), "/nonexistent/repro-check")
+    return _iter_safe(stream, source, limits or ArchiveLimits())
 
 
 def read_member(archive: Path, rel: str, *, limits: ArchiveLimits | None = None) -> bytes:
@@ -849,7 +853,7 @@ def _extract_into(stream: BinaryIO, staging: Path, source: str, limits: ArchiveL
     walker = _DirWalker(root_fd)
     top: str | None = None
     try:
-        for member, data in _iter_safe(stream, source, limits, str(staging)):
+        for member, data in _iter_safe(stream, source, limits):
             top = member.top
             if data is None:
                 walker.open((member.top, *member.name.split("/")))

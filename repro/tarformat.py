@@ -173,8 +173,7 @@ def decode_header(block: bytes, where: str) -> RawHeader:
     stored = _number(block[148:156], "checksum", where)
     with_spaces = block[:148] + b" " * 8 + block[156:]
     unsigned = sum(with_spaces)
-    signed = sum(b - 256 if b > 127 else b for b in with_spaces)
-    if stored not in (unsigned, signed):
+    if stored != unsigned and stored != unsigned - 256 * sum(b > 127 for b in with_spaces):
         raise ArchiveError(f"{where}: corrupt tar header (bad checksum)")
     magic = block[257:263]
     if magic not in (b"ustar\x00", b"ustar "):

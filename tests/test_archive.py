@@ -290,6 +290,22 @@ def test_add_file_hashes_while_streaming_and_takes_x_bit(tmp_path: Path) -> None
     assert found == {"bin/tool": (0o755, data), "copy": (0o644, data)}
 
 
+def test_member_stream_is_valid_until_the_next_member() -> None:
+    out = io.BytesIO()
+    with DeterministicTarWriter(out, top=TOP, mtime=MTIME) as w:
+        w.add_bytes("a", b"A" * (3 * archive.CHUNK))
+        w.add_bytes("b", b"B" * 5000)
+    out.seek(0)
+    members = iter_members(out, source="m")
+    _, first = next(members)
+    assert first is not None
+    assert first.read(10) == b"A" * 10
+    _, second = next(members)
+    assert second is not None
+    assert second.read() == b"B" * 5000
+    assert first.read(4 * archive.CHUNK).strip(b"A") == b""  # never the next member's bytes
+
+
 def test_writer_refuses_special_files(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
