@@ -555,8 +555,8 @@ def _decode_name(raw: bytes, source: str) -> str:
         raise UnsafeArchiveError(f"{source}: member {shown!r}: name is not UTF-8") from exc
 
 
-def _iter_entries(tar: _TarStream) -> Iterator[tuple[_Entry, int]]:
-    """Members of the tar, extended headers folded in; yields (entry, header offset).
+def _iter_entries(tar: _TarStream) -> Iterator[_Entry]:
+    """Members of the tar, extended headers folded in.
 
     Data not read by the consumer is skipped before the next header is read.
     """
@@ -565,6 +565,7 @@ def _iter_entries(tar: _TarStream) -> Iterator[tuple[_Entry, int]]:
         pax: dict[str, bytes] = {}
         long_name: bytes | None = None
         long_link: bytes | None = None
+        extended = 0  # bytes of extended headers for this member, capped
         while True:
             at = tar.offset
             where = f"{source}: header at byte {at}"
@@ -583,9 +584,11 @@ def _iter_entries(tar: _TarStream) -> Iterator[tuple[_Entry, int]]:
                 tarformat.GNU_LONGNAME_TYPE,
                 tarformat.GNU_LONGLINK_TYPE,
             ):
-                if header.size > MAX_EXTENDED_HEADER:
+                extended += header.size
+                if extended > MAX_EXTENDED_HEADER:
                     raise UnsafeArchiveError(
-                        f"{where}: extended header of {header.size} bytes is too large"
+                        f"{where}: extended headers of over {MAX_EXTENDED_HEADER} bytes"
+                        " for one member"
                     )
                 data = tar.read_exact(header.size, "an extended header")
                 tar.skip(-header.size % BLOCK, "an extended header")
@@ -615,7 +618,7 @@ def _iter_entries(tar: _TarStream) -> Iterator[tuple[_Entry, int]]:
         entry = _Entry(
             name, header.typeflag, header.mode, size, link.decode("utf-8", "backslashreplace")
         )
-        yield entry, at
+        yield entry
         remaining = size
         if tar.unread is not None:
             remaining = tar.unread.remaining
@@ -738,7 +741,7 @@ def _iter_safe(
 ) -> Iterator[tuple[SafeMember, BinaryIO | None]]:
     tar = _TarStream(stream, source)
     validator = _Validator(source, limits)
-    for entry, _at in _iter_entries(tar):
+    for entry in _iter_entries(tar):
         member = validator.admit(entry)
         if member is None:
             continue

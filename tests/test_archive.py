@@ -492,8 +492,21 @@ def test_oversized_extended_header_is_refused_before_reading_it() -> None:
     header.type = tarfile.XHDTYPE
     header.size = 7 << 30  # 7 GiB of "PAX records" that are never there
     data = header.tobuf(tarfile.USTAR_FORMAT)
-    with pytest.raises(UnsafeArchiveError, match="too large"):
+    with pytest.raises(UnsafeArchiveError, match=r"bomb\.tar: header at byte 0: extended"):
         list(iter_members(io.BytesIO(data + bytes(1024)), source="bomb.tar"))
+
+
+def test_many_extended_headers_for_one_member_are_refused() -> None:
+    chained = b""
+    for index in range(40):
+        info = tarfile.TarInfo("././@PaxHeader")
+        info.type = tarfile.XHDTYPE
+        record = f"comment={index:040d}{'x' * 30000}\n"
+        payload = f"{len(record) + 6} {record}".encode()
+        info.size = len(payload)
+        chained += info.tobuf(tarfile.USTAR_FORMAT) + payload + bytes(-len(payload) % 512)
+    with pytest.raises(UnsafeArchiveError, match="for one member"):
+        list(iter_members(io.BytesIO(chained + bytes(1024)), source="chain.tar"))
 
 
 # --- extraction ----------------------------------------------------------------------
