@@ -1,0 +1,469 @@
+"""bundle.toml: what a bundle is, where it came from, how to launch and test it.
+
+The schema is normative in docs/bundle-format.md. Loading reports every problem of a
+file at once; unknown keys are errors so that a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeVar, cast
+
+import tomli_w
+
+from repro.errors import BundleFormatError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+FORMAT_VERSION = 1
+
+Engine = Literal["sglang", "vllm", "openai"]
+Role = Literal["drafter", "target"]
+ENGINES: tuple[Engine, ...] = ("sglang", "vllm", "openai")
+ROLES: tuple[Role, ...] = ("drafter", "target")
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_SAFE_VERSION = re.compile(r"[A-Za-z0-9._+!-]+")
+_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    compute_capability: str  # "9.0"
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Facts about the machine and environment the bundle was packed from."""
+
+    python: str
+    implementation: str
+    platform: str
+    glibc: str
+    hostname: str | None = None
+    torch: str | None = None
+    torch_cuda: str | None = None
+    torch_arch_list: tuple[str, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    driver: str | None = None
+    cuda_driver_version: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """One server to start. Exactly one of `argv` and `shell` is set."""
+
+    name: str
+    port: int
+    engine: Engine
+    argv: tuple[str, ...] | None = None
+    shell: str | None = None
+    readiness: str | None = None  # HTTP path; None: the engine's default
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    commands: tuple[LaunchCommand, ...] = ()
+
+
+@dataclass(frozen=True)
+class LadderInfo:
+    rungs: tuple[str, ...] = ()
+    expected_text: str | None = None
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model the environment serves; weights are referenced, small files carried."""
+
+    name: str
+    role: Role
+    total_bytes: int
+    file_count: int
+    repo_id: str | None = None
+    revision: str | None = None
+    local_path: str | None = None
+    small_files: Mapping[str, str] = field(default_factory=dict)  # path -> sha256
+
+
+@dataclass(frozen=True)
+class BundleInfo:
+    name: str
+    version: str
+    created: str  # RFC 3339, UTC ("2026-01-31T12:00:00Z")
+    tool_version: str
+    source: SourceInfo
+    launch: LaunchInfo = LaunchInfo()
+    ladder: LadderInfo = LadderInfo()
+    models: tuple[ModelRef, ...] = ()
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def top_dir(self) -> str:
+        """The archive's single top-level directory."""
+        return f"{self.name}-{self.version}"
+
+
+# --- loading -------------------------------------------------------------------------
+
+T = TypeVar("T")
+_MISSING = object()
+
+
+class _Table:
+    """Typed access to one TOML table; problems are collected, not raised."""
+
+    def __init__(self, data: Mapping[str, Any], where: str, problems: list[str]) -> None:
+        self._data = data
+        self._where = where
+        self._problems = problems
+        self._used: set[str] = set()
+
+    def _key(self, key: str) -> str:
+        return f"{self._where}.{key}" if self._where else key
+
+    def _get(self, key: str, check: Callable[[Any], bool], expected: str, required: bool) -> Any:
+        self._used.add(key)
+        value = self._data.get(key, _MISSING)
+        if value is _MISSING:
+            if required:
+                self._problems.append(f"missing key '{self._key(key)}' ({expected})")
+            return _MISSING
+        if not check(value):
+            self._problems.append(
+                f"key '{self._key(key)}' must be {expected}, not {_toml_type(value)}"
+            )
+            return _MISSING
+        return value
+
+    def string(self, key: str, default: str = "") -> str:
+        value = self._get(key, lambda v: isinstance(v, str), "a string", True)
+        return default if value is _MISSING else cast(str, value)
+
+    def opt_string(self, key: str) -> str | None:
+        value = self._get(key, lambda v: isinstance(v, str), "a string", False)
+        return None if value is _MISSING else cast(str, value)
+
+    def integer(self, key: str, default: int = 0, *, required: bool = True) -> int:
+        value = self._get(key, _is_int, "an integer", required)
+        return default if value is _MISSING else cast(int, value)
+
+    def number(self, key: str, default: float) -> float:
+        value = self._get(key, lambda v: _is_int(v) or isinstance(v, float), "a number", False)
+        return default if value is _MISSING else float(value)
+
+    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...] | None:
+        value = self._get(
+            key,
+            lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+            "a list of strings",
+            required,
+        )
+        return None if value is _MISSING else tuple(value)
+
+    def table(self, key: str, *, required: bool) -> _Table | None:
+        value = self._get(key, lambda v: isinstance(v, dict), "a table", required)
+        if value is _MISSING:
+            return None
+        return _Table(value, self._key(key), self._problems)
+
+    def tables(self, key: str) -> list[_Table]:
+        value = self._get(
+            key,
+            lambda v: isinstance(v, list) and all(isinstance(i, dict) for i in v),
+            "an array of tables",
+            False,
+        )
+        if value is _MISSING:
+            return []
+        return [
+            _Table(item, f"{self._key(key)}[{i}]", self._problems) for i, item in enumerate(value)
+        ]
+
+    def mapping(self, key: str) -> dict[str, str]:
+        value = self._get(
+            key,
+            lambda v: isinstance(v, dict) and all(isinstance(i, str) for i in v.values()),
+            "a table of strings",
+            False,
+        )
+        return {} if value is _MISSING else dict(value)
+
+    def problem(self, key: str, text: str) -> None:
+        self._problems.append(f"key '{self._key(key)}' {text}")
+
+    def finish(self) -> None:
+        for key in sorted(set(self._data) - self._used):
+            where = f"[{self._where}]" if self._where else "the top level"
+            self._problems.append(f"unknown key '{key}' in {where}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _toml_type(value: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    for kind, name in names.items():
+        if type(value) is kind:
+            return name
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date/time"
+
+
+def _choice(table: _Table, key: str, choices: tuple[T, ...]) -> T:
+    value = table.string(key)
+    if value not in choices:
+        if value:
+            table.problem(key, f"must be one of {', '.join(map(str, choices))}, not {value!r}")
+        return choices[0]
+    return cast(T, value)
+
+
+def _load_source(table: _Table) -> SourceInfo:
+    gpus = []
+    for gpu in table.tables("gpus"):
+        gpus.append(
+            Gpu(
+                name=gpu.string("name"),
+                compute_capability=gpu.string("compute_capability"),
+                memory_mib=gpu.integer("memory_mib"),
+            )
+        )
+        gpu.finish()
+    info = SourceInfo(
+        python=table.string("python"),
+        implementation=table.string("implementation"),
+        platform=table.string("platform"),
+        glibc=table.string("glibc"),
+        hostname=table.opt_string("hostname"),
+        torch=table.opt_string("torch"),
+        torch_cuda=table.opt_string("torch_cuda"),
+        torch_arch_list=table.strings("torch_arch_list") or (),
+        gpus=tuple(gpus),
+        driver=table.opt_string("driver"),
+        cuda_driver_version=table.opt_string("cuda_driver_version"),
+    )
+    table.finish()
+    return info
+
+
+def _load_command(table: _Table) -> LaunchCommand:
+    argv = table.strings("argv")
+    shell = table.opt_string("shell")
+    if (argv is None) == (shell is None):
+        table.problem("argv", "or 'shell': exactly one must be given")
+    elif argv is not None and not argv:
+        table.problem("argv", "must not be empty")
+    port = table.integer("port")
+    if not 0 < port < 65536:
+        table.problem("port", f"must be a TCP port (1-65535), not {port}")
+    command = LaunchCommand(
+        name=table.string("name"),
+        port=port,
+        engine=_choice(table, "engine", ENGINES),
+        argv=argv,
+        shell=shell,
+        readiness=table.opt_string("readiness"),
+    )
+    table.finish()
+    return command
+
+
+def _load_model(table: _Table) -> ModelRef:
+    small_files = table.mapping("small_files")
+    for path, digest in small_files.items():
+        if not _SHA256.fullmatch(digest):
+            table.problem(f"small_files.{path}", "must be a lowercase hex sha256")
+    model = ModelRef(
+        name=table.string("name"),
+        role=_choice(table, "role", ROLES),
+        total_bytes=table.integer("total_bytes"),
+        file_count=table.integer("file_count"),
+        repo_id=table.opt_string("repo_id"),
+        revision=table.opt_string("revision"),
+        local_path=table.opt_string("local_path"),
+        small_files=dict(sorted(small_files.items())),
+    )
+    table.finish()
+    return model
+
+
+def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
+    """Parse and validate bundle.toml; every problem is reported in one BundleFormatError."""
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise BundleFormatError(f"{source}: not valid TOML: {exc}") from exc
+    version = document.get("format_version")
+    if version is None:
+        raise BundleFormatError(
+            f"{source}: missing key 'format_version'",
+            hint="this is not a bundle.toml written by `repro pack`",
+        )
+    if not _is_int(version) or version < 1:
+        raise BundleFormatError(f"{source}: key 'format_version' must be a positive integer")
+    if version > FORMAT_VERSION:
+        raise BundleFormatError(
+            f"{source}: bundle format {version} is newer than this repro supports "
+            f"({FORMAT_VERSION}); upgrade repro",
+            hint="pip install --upgrade repro",
+        )
+    problems: list[str] = []
+    top = _Table(document, "", problems)
+    top.integer("format_version")
+    name = top.string("name")
+    if name and not _SAFE_NAME.fullmatch(name):
+        top.problem("name", "may hold only letters, digits, '.', '_' and '-'")
+    version_text = top.string("version")
+    if version_text and not _SAFE_VERSION.fullmatch(version_text):
+        top.problem("version", "may hold only letters, digits and '.', '_', '+', '!', '-'")
+    created = top.string("created")
+    if created and not _valid_created(created):
+        top.problem(
+            "created", f"must be an RFC 3339 UTC time like 2026-01-31T12:00:00Z, not {created!r}"
+        )
+    source_table = top.table("source", required=True)
+    source_info = _load_source(source_table) if source_table else SourceInfo("", "", "", "")
+    launch_table = top.table("launch", required=False)
+    launch = LaunchInfo()
+    if launch_table is not None:
+        launch = LaunchInfo(tuple(_load_command(t) for t in launch_table.tables("commands")))
+        launch_table.finish()
+    ladder_table = top.table("ladder", required=False)
+    ladder = LadderInfo()
+    if ladder_table is not None:
+        ladder = LadderInfo(
+            rungs=ladder_table.strings("rungs") or (),
+            expected_text=ladder_table.opt_string("expected_text"),
+            timeout_s=ladder_table.number("timeout_s", LadderInfo.timeout_s),
+        )
+        if ladder.timeout_s <= 0:
+            ladder_table.problem("timeout_s", "must be positive")
+        ladder_table.finish()
+    models = tuple(_load_model(t) for t in top.tables("models"))
+    tool_version = top.string("tool_version")
+    top.finish()
+    if problems:
+        raise BundleFormatError(
+            f"{source}: invalid bundle.toml:\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+    return BundleInfo(
+        name=name,
+        version=version_text,
+        created=created,
+        tool_version=tool_version,
+        source=source_info,
+        launch=launch,
+        ladder=ladder,
+        models=models,
+        format_version=version,
+    )
+
+
+def _valid_created(text: str) -> bool:
+    if not _RFC3339_UTC.fullmatch(text):
+        return False
+    try:
+        datetime.fromisoformat(text[:19])
+    except ValueError:
+        return False
+    return True
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+def _without_none(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {key: value for key, value in pairs if value is not None}
+
+
+def dump_bundle_info(info: BundleInfo) -> bytes:
+    """bundle.toml bytes; the same info always gives the same bytes."""
+    source = info.source
+    document: dict[str, Any] = {
+        "format_version": info.format_version,
+        "name": info.name,
+        "version": info.version,
+        "created": info.created,
+        "tool_version": info.tool_version,
+        "source": _without_none(
+            [
+                ("python", source.python),
+                ("implementation", source.implementation),
+                ("platform", source.platform),
+                ("glibc", source.glibc),
+                ("hostname", source.hostname),
+                ("torch", source.torch),
+                ("torch_cuda", source.torch_cuda),
+                ("torch_arch_list", list(source.torch_arch_list)),
+                ("driver", source.driver),
+                ("cuda_driver_version", source.cuda_driver_version),
+                (
+                    "gpus",
+                    [
+                        {
+                            "name": gpu.name,
+                            "compute_capability": gpu.compute_capability,
+                            "memory_mib": gpu.memory_mib,
+                        }
+                        for gpu in source.gpus
+                    ],
+                ),
+            ]
+        ),
+        "launch": {
+            "commands": [
+                _without_none(
+                    [
+                        ("name", command.name),
+                        ("engine", command.engine),
+                        ("port", command.port),
+                        ("argv", None if command.argv is None else list(command.argv)),
+                        ("shell", command.shell),
+                        ("readiness", command.readiness),
+                    ]
+                )
+                for command in info.launch.commands
+            ]
+        },
+        "ladder": _without_none(
+            [
+                ("rungs", list(info.ladder.rungs)),
+                ("expected_text", info.ladder.expected_text),
+                ("timeout_s", info.ladder.timeout_s),
+            ]
+        ),
+        "models": [
+            _without_none(
+                [
+                    ("name", model.name),
+                    ("role", model.role),
+                    ("repo_id", model.repo_id),
+                    ("revision", model.revision),
+                    ("local_path", model.local_path),
+                    ("total_bytes", model.total_bytes),
+                    ("file_count", model.file_count),
+                    ("small_files", dict(sorted(model.small_files.items()))),
+                ]
+            )
+            for model in info.models
+        ],
+    }
+    data = tomli_w.dumps(document).encode("utf-8")
+    load_bundle_info(data, source=f"bundle.toml of {info.top_dir}")  # never write what won't load
+    return data
