@@ -95,6 +95,12 @@ def _import_zstandard() -> Any:
 # --- writer --------------------------------------------------------------------------
 
 
+def member_order(rel: str) -> tuple[bool, tuple[bytes, ...]]:
+    """The canonical order of members: by path components, the manifest last."""
+    return _sort_key(rel)
+
+
+
 class DeterministicTarWriter:
     """Writes a bundle archive whose bytes depend only on the members added.
 
@@ -933,3 +939,27 @@ def _extract(
         raise
     staging.rmdir()
     return dest
+
+
+def write_directory(
+    root: Path,
+    out: BinaryIO,
+    *,
+    top: str,
+    mtime: int,
+    compression: Compression = "none",
+) -> Mapping[str, str]:
+    """Archive every regular file under `root` (an unpacked bundle) in canonical order."""
+    files: list[str] = []
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(directory)
+        for filename in filenames:
+            path = base / filename
+            if path.is_symlink() or not path.is_file():
+                raise InputError(f"{path}: not a regular file; a bundle holds only files")
+            files.append(path.relative_to(root).as_posix())
+    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
+        for rel in sorted(files, key=member_order):
+            writer.add_file(rel, root / rel)
+        return dict(writer.digests)
