@@ -1,0 +1,1 @@
+"""Pack side: environment facts, pinned stack, patch discovery."""
