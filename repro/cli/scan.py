@@ -92,8 +92,8 @@ def _render(console: Console, report: ScanReport) -> None:
         for item in report.patched:
             table.add_row(f"{item.dist} {item.version}", item.kind, item.path)
         console.print(table)
-    for item in report.unreadable:
-        console.print(f"[yellow]unreadable[/] {item.dist}: {item.path}: {item.error}")
+    for bad in report.unreadable:
+        console.print(f"[yellow]unreadable[/] {bad.dist}: {bad.path}: {bad.error}")
     for name, why in sorted(report.dists_skipped.items()):
         console.print(f"[dim]skipped {name}: {why}[/]")
     for path in report.ambiguous_added:
