@@ -191,3 +191,30 @@ def probe_env_312(tmp_path_factory: pytest.TempPathFactory) -> Venv:
         projects.append(str(project))
     pip(venv, "install", "-q", "six", *projects)
     return venv
+
+
+@dataclass(frozen=True)
+class LockTools:
+    pip_sync: Path
+    uv: Path
+
+
+@pytest.fixture(scope="session")
+def lock_tools(tmp_path_factory: pytest.TempPathFactory) -> LockTools:
+    """pip-tools and uv from PyPI, in a venv of their own."""
+    venv = make_venv(PYTHON_311, tmp_path_factory.mktemp("lock-tools") / "venv")
+    pip(venv, "install", "-q", "pip-tools", "uv")
+    return LockTools(venv.root / "bin" / "pip-sync", venv.root / "bin" / "uv")
+
+
+@pytest.fixture(scope="session")
+def vault_dir(
+    tmp_path_factory: pytest.TempPathFactory, demo_wheel: Path, editable_project: Path
+) -> Path:
+    """Wheels of the two local projects, as the wheel vault would hold them."""
+    vault = tmp_path_factory.mktemp("vault")
+    (vault / demo_wheel.name).write_bytes(demo_wheel.read_bytes())
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(vault), str(editable_project)]
+    )
+    return vault
