@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from rich.table import Table
 from repro.cli._common import echo_json
 from repro.errors import EXIT_INVALID, EXIT_OK, UsageError
 from repro.snapshot.environment import probe_environment
+from repro.snapshot.pristine import PristineCache, default_pip_cache, make_diff, pristine_file
 from repro.snapshot.scan import ScanReport, scan_environment
 
 
@@ -30,12 +32,22 @@ from repro.snapshot.scan import ScanReport, scan_environment
 @click.option(
     "--ignore", multiple=True, metavar="GLOB", help="Paths to ignore (repeatable), e.g. '*.orig'."
 )
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Show a unified diff of each modified file."
+)
+@click.option(
+    "--pristine",
+    type=click.Path(exists=True, path_type=Path),
+    help="Wheel or unpacked tree holding the original files (else pip's cache or a download).",
+)
 @click.argument("packages", nargs=-1)
 def scan_command(
     python: Path | None,
     venv: Path | None,
     as_json: bool,
     ignore: tuple[str, ...],
+    show_diff: bool,
+    pristine: Path | None,
     packages: tuple[str, ...],
 ) -> int:
     """Compare installed files with their RECORD hashes and list modified, added and deleted
@@ -48,10 +60,16 @@ def scan_command(
     console = Console(stderr=True)
     with console.status("hashing installed files"):
         report = scan_environment(facts, packages=packages or None, ignore=ignore)
+    diffs = _diffs(report, interpreter, pristine) if show_diff else {}
     if as_json:
-        echo_json(_report_document(report, interpreter))
+        document = _report_document(report, interpreter)
+        if show_diff:
+            document["diffs"] = diffs
+        echo_json(document)
     else:
         _render(console, report)
+        for path, diff in diffs.items():
+            click.echo(diff if diff is not None else f"# {path}: pristine file not available\n")
     return EXIT_OK if report.clean else EXIT_INVALID
 
 
@@ -68,6 +86,31 @@ def _interpreter(python: Path | None, venv: Path | None) -> Path:
     raise UsageError(
         "no environment to scan", hint="pass --python PATH or --venv DIR, or activate a venv"
     )
+
+
+def _diffs(report: ScanReport, interpreter: Path, pristine: Path | None) -> dict[str, str | None]:
+    """path -> unified diff (None when the pristine file cannot be had) of modified files."""
+    diffs: dict[str, str | None] = {}
+    with tempfile.TemporaryDirectory(prefix="repro-scan-") as workdir:
+        cache = PristineCache(interpreter, Path(workdir), pip_cache=default_pip_cache())
+        for item in report.patched:
+            if item.kind != "modified":
+                continue
+            original = pristine_file(
+                item.dist,
+                item.version,
+                item.path,
+                expected_sha256=item.pristine_sha256,
+                pristine=pristine,
+                cache=cache,
+            )
+            site = Path(report.site_dirs[item.dist])
+            diffs[item.path] = (
+                None
+                if original is None
+                else make_diff(original, (site / item.path).read_bytes(), item.path)
+            )
+    return diffs
 
 
 def _report_document(report: ScanReport, interpreter: Path) -> dict[str, object]:

@@ -51,6 +51,7 @@ class ScanReport:
     patched: tuple[PatchedFile, ...]
     unreadable: tuple[UnreadableFile, ...]
     ambiguous_added: tuple[str, ...] = field(default=())  # added in a shared namespace dir
+    site_dirs: Mapping[str, str] = field(default_factory=dict)  # dist name -> its site dir
 
     @property
     def clean(self) -> bool:
@@ -189,6 +190,7 @@ def scan_environment(
         patched=tuple(sorted(patched, key=lambda p: (normalize_name(p.dist), p.path))),
         unreadable=tuple(unreadable),
         ambiguous_added=tuple(sorted(ambiguous)),
+        site_dirs={d.name: d.site_dir for d in dists},
     )
 
 

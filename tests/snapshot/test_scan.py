@@ -118,3 +118,13 @@ def test_split_shebang(data: bytes, header: bytes, body: bytes) -> None:
 
 def test_split_shebang_of_a_binary() -> None:
     assert split_shebang(b"\x7fELF...") is None
+
+
+@pytest.mark.slow
+def test_scan_cli_shows_diffs_against_the_downloaded_wheel(patched_env: PatchedEnv) -> None:
+    result = run_repro("scan", "--python", str(patched_env.venv.python), "idna", "--diff", "--json")
+    assert result.returncode == 1, result.stderr
+    diffs = json.loads(result.stdout)["diffs"]
+    assert list(diffs) == ["idna/core.py"]
+    assert diffs["idna/core.py"].startswith("--- a/idna/core.py\n+++ b/idna/core.py\n")
+    assert "+# patched by hand\n" in diffs["idna/core.py"]
