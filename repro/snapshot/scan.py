@@ -8,6 +8,7 @@ the `#!` line an installer rewrites, and paths matching the ignore globs.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
@@ -68,7 +69,6 @@ class ScanReport:
 class _Owned:
     dist: DistributionFacts
     entry: RecordEntry
-    absolute: Path
 
 
 def is_ignored(path: str, patterns: Sequence[str]) -> bool:
@@ -111,39 +111,40 @@ def scan_environment(
 ) -> ScanReport:
     """Find every modified, added and deleted file of the selected distributions."""
     dists, skipped = select_distributions(facts, packages)
-    owned: dict[Path, _Owned] = {}
-    listed: set[Path] = set()
-    direct_owners: dict[Path, set[str]] = {}
-    top_dirs: dict[Path, DistributionFacts] = {}
+    # string paths here: a venv has ~100k RECORD rows and pathlib costs more than hashing
+    owned: dict[str, _Owned] = {}
+    listed: set[str] = set()
+    direct_owners: dict[str, set[str]] = {}
+    top_dirs: dict[str, DistributionFacts] = {}
     all_dists = [d for d in facts.distributions if d.metadata_kind == "dist-info" and d.has_record]
     selected_names = {d.normalized_name for d in dists}
-    records: dict[str, tuple[RecordEntry, ...]] = {}
     for dist in all_dists:
         # every RECORD is read, so a file another distribution lists is never "added"
-        records[dist.normalized_name] = read_record(Path(dist.metadata_dir) / "RECORD")
-    for dist in all_dists:
-        site = Path(dist.site_dir)
-        for entry in records[dist.normalized_name]:
-            absolute = Path(os.path.normpath(site / entry.path))
+        entries = read_record(Path(dist.metadata_dir) / "RECORD")
+        name = dist.normalized_name
+        selected = name in selected_names
+        for entry in entries:
+            absolute = os.path.normpath(os.path.join(dist.site_dir, entry.path))
             listed.add(absolute)
-            direct_owners.setdefault(absolute.parent, set()).add(dist.normalized_name)
-            if dist.normalized_name not in selected_names:
+            direct_owners.setdefault(os.path.dirname(absolute), set()).add(name)
+            if not selected:
                 continue
             if entry.sha256 is not None and not is_ignored(entry.path, ignore):
-                owned.setdefault(absolute, _Owned(dist, entry, absolute))
+                owned.setdefault(absolute, _Owned(dist, entry))
             top = _top_directory(entry.path)
             if top is not None:
-                top_dirs.setdefault(site / top, dist)
+                top_dirs.setdefault(os.path.join(dist.site_dir, top), dist)
 
     paths = sorted(owned)
-    existing = [p for p in paths if os.path.lexists(p)]
-    results = hash_files(existing, jobs=jobs, on_progress=on_progress)
+    hashed = hash_files([Path(p) for p in paths], jobs=jobs, on_progress=on_progress)
+    missing = os.strerror(errno.ENOENT)
+    results = [r for r in hashed if not (r.digest is None and r.error == missing)]
     patched: list[PatchedFile] = []
     unreadable: list[UnreadableFile] = []
     checked_bytes = 0
     scripts_dir = Path(facts.python.scripts)
     for result in results:
-        item = owned[result.path]
+        item = owned[str(result.path)]
         if result.digest is None:
             unreadable.append(UnreadableFile(item.dist.name, item.entry.path, result.error or ""))
             continue
@@ -163,7 +164,7 @@ def scan_environment(
                 result.size,
             )
         )
-    present = {r.path for r in results}
+    present = {str(r.path) for r in results}
     for path in paths:
         if path not in present:
             item = owned[path]
@@ -206,9 +207,9 @@ def _top_directory(path: str) -> str | None:
 
 
 def _find_added(
-    top_dirs: Mapping[Path, DistributionFacts],
-    listed: set[Path],
-    direct_owners: Mapping[Path, set[str]],
+    top_dirs: Mapping[str, DistributionFacts],
+    listed: set[str],
+    direct_owners: Mapping[str, set[str]],
     selected: set[str],
     ignore: Sequence[str],
     jobs: int | None,
@@ -216,46 +217,44 @@ def _find_added(
     """Files under the package directories that no RECORD lists, each given to the one
     distribution that owns the nearest directory holding listed files; files in a directory
     several distributions share (a namespace root) are reported as ambiguous, not added."""
-    candidates: list[tuple[Path, DistributionFacts, str]] = []
+    candidates: dict[str, tuple[DistributionFacts, str]] = {}  # nested top dirs overlap
     ambiguous: list[str] = []
     by_name = {d.normalized_name: d for d in top_dirs.values()}
     for top, dist in sorted(top_dirs.items()):
-        site = Path(dist.site_dir)
+        site = dist.site_dir
         for root, dirnames, filenames in os.walk(top):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            root_path = Path(root)
             for filename in sorted(filenames):
-                path = root_path / filename
-                if path in listed:
+                path = os.path.join(root, filename)
+                if path in listed or path in candidates:
                     continue
-                relative = path.relative_to(site).as_posix()
+                relative = os.path.relpath(path, site).replace(os.sep, "/")
                 if is_ignored(relative, ignore):
                     continue
-                owners = _nearest_owners(root_path, site, direct_owners)
+                owners = _nearest_owners(root, site, direct_owners)
                 if len(owners) != 1:
                     ambiguous.append(relative)
                     continue
                 owner = next(iter(owners))
                 if owner in selected and owner in by_name:
-                    candidates.append((path, by_name[owner], relative))
-    unique = list({c[0]: c for c in candidates}.values())  # nested top dirs overlap
-    results = hash_files([c[0] for c in unique], jobs=jobs)
+                    candidates[path] = (by_name[owner], relative)
+    paths = list(candidates)
+    results = hash_files([Path(p) for p in paths], jobs=jobs)
     added = [
         PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
-        for (path, dist, relative), r in zip(unique, results, strict=True)
+        for (dist, relative), r in zip(candidates.values(), results, strict=True)
     ]
-    return added, ambiguous, sum(r.size for r in results)
+    return added, sorted(set(ambiguous)), sum(r.size for r in results)
 
 
-def _nearest_owners(
-    directory: Path, site: Path, direct_owners: Mapping[Path, set[str]]
-) -> set[str]:
-    current = directory
-    while current != site and site in current.parents:
+def _nearest_owners(directory: str, site: str, direct_owners: Mapping[str, set[str]]) -> set[str]:
+    current = os.path.normpath(directory)
+    prefix = site.rstrip(os.sep) + os.sep
+    while current.startswith(prefix):
         owners = direct_owners.get(current)
         if owners:
             return owners
-        current = current.parent
+        current = os.path.dirname(current)
     return set()
 
 
