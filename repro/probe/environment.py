@@ -40,6 +40,8 @@ ENV_PREFIXES = ("CUDA_", "NCCL_", "SGLANG_", "VLLM_", "HF_", "TORCH_", "PIP_", "
 ENV_NAMES = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 REDACTED = "<redacted>"
+# the probe's own directory is sys.path[0]; it is not part of the target environment
+PROBE_DIR = os.path.dirname(os.path.abspath(__file__))
 URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 
 IMPORT_SNIPPET = r"""
@@ -97,6 +99,10 @@ def gather_env() -> dict[str, str]:
     return dict(sorted(result.items()))
 
 
+def target_sys_path() -> list[str]:
+    return [p for p in sys.path if p and os.path.abspath(p) != PROBE_DIR]
+
+
 def gather_python() -> Json:
     paths = sysconfig.get_paths()
     base_prefix = getattr(sys, "base_prefix", sys.prefix)
@@ -112,7 +118,7 @@ def gather_python() -> Json:
         "platlib": paths.get("platlib"),
         "include": paths.get("include"),
         "scripts": paths.get("scripts"),
-        "sys_path": [p for p in sys.path if p],
+        "sys_path": target_sys_path(),
         "abiflags": getattr(sys, "abiflags", ""),
         "soabi": sysconfig.get_config_var("SOABI"),
     }
@@ -209,8 +215,8 @@ def read_distribution(site_dir: str, entry: str, editable_names: set[str]) -> Js
 def gather_distributions() -> list[Json]:
     seen: set[str] = set()
     dists: list[Json] = []
-    for site_dir in sys.path:
-        if not site_dir or not os.path.isdir(site_dir):
+    for site_dir in target_sys_path():
+        if not os.path.isdir(site_dir):
             continue
         editable_names = editable_markers(site_dir)
         try:
@@ -261,8 +267,14 @@ def import_module_report(
 
 def start_import(name: str) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-I", "-c", IMPORT_SNIPPET, name]
+    # cwd: a directory holding nothing importable, so a `torch/` in the caller's working
+    # directory cannot shadow the installed one (before 3.11, -I still puts cwd on sys.path)
     return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=PROBE_DIR,
     )
 
 

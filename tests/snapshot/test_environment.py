@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -115,3 +117,39 @@ def test_find_interpreter_falls_back_to_explicit_then_virtual_env(tmp_path: Path
         find_interpreter(tmp_path, None, environ={})
     with pytest.raises(UsageError, match="no such interpreter"):
         find_interpreter(tmp_path, tmp_path / "missing", environ={})
+
+
+def test_gpus_and_cuda_toolkit_reported(tmp_path: Path) -> None:
+    """nvidia-smi is a test double here (no GPU on this machine); nvcc is the real one when
+    installed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        'if [ "$#" -gt 0 ]; then\n'
+        "  echo 'NVIDIA H200, 9.0, 580.65.06, 143771 MiB'\n"
+        "  echo 'NVIDIA RTX PRO 6000 Blackwell, 12.0, 580.65.06, 97887 MiB'\n"
+        "else\n"
+        "  echo '| NVIDIA-SMI 580.65.06   Driver Version: 580.65.06   CUDA Version: 13.0 |'\n"
+        "fi\n"
+    )
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", CUDA_HOME="/opt/cuda")
+    facts = probe_environment(Path(sys.executable), env=env)
+    smi_facts = facts.nvidia_smi
+    assert smi_facts.present and smi_facts.driver_cuda_version == "13.0"
+    assert [(g.name, g.compute_cap) for g in smi_facts.gpus] == [
+        ("NVIDIA H200", "9.0"),
+        ("NVIDIA RTX PRO 6000 Blackwell", "12.0"),
+    ]
+    assert smi_facts.gpus[0].driver_version == "580.65.06"
+    assert facts.cuda_toolkit.cuda_home == "/opt/cuda"
+    assert facts.env["CUDA_HOME"] == "/opt/cuda"
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        assert facts.cuda_toolkit.nvcc is None
+    else:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True)
+        assert facts.cuda_toolkit.nvcc_version is not None
+        assert f"release {facts.cuda_toolkit.nvcc_version}" in out.stdout
