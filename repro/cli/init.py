@@ -1,0 +1,22 @@
+"""`repro init SOURCE`: write a commented repro.toml from what discovery finds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from repro.config import load_config
+from repro.errors import EXIT_OK
+from repro.workspace import write_repro_toml
+
+
+@click.command("init")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite an existing repro.toml.")
+def init_command(source: Path, force: bool) -> int:
+    """Write SOURCE/repro.toml (venv, units, drafter, files found there) for review."""
+    target = write_repro_toml(source, force=force)
+    load_config(source)  # what init writes must load
+    click.echo(f"wrote {target}", err=True)
+    return EXIT_OK

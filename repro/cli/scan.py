@@ -1,0 +1,149 @@
+"""`repro scan`: a debsums for pip. Exit 0 when clean, 1 when patches are found."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from repro.cli._common import echo_json
+from repro.errors import EXIT_INVALID, EXIT_OK, UsageError
+from repro.snapshot.environment import probe_environment
+from repro.snapshot.pristine import PristineCache, default_pip_cache, make_diff, pristine_file
+from repro.snapshot.scan import ScanReport, scan_environment
+
+
+@click.command("scan")
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(path_type=Path),
+    help="Interpreter of the environment to scan.",
+)
+@click.option(
+    "--venv", type=click.Path(path_type=Path), help="Environment directory (uses its bin/python)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--ignore", multiple=True, metavar="GLOB", help="Paths to ignore (repeatable), e.g. '*.orig'."
+)
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Show a unified diff of each modified file."
+)
+@click.option(
+    "--pristine",
+    type=click.Path(exists=True, path_type=Path),
+    help="Wheel or unpacked tree holding the original files (else pip's cache or a download).",
+)
+@click.argument("packages", nargs=-1)
+def scan_command(
+    python: Path | None,
+    venv: Path | None,
+    as_json: bool,
+    ignore: tuple[str, ...],
+    show_diff: bool,
+    pristine: Path | None,
+    packages: tuple[str, ...],
+) -> int:
+    """Compare installed files with their RECORD hashes and list modified, added and deleted
+    files per distribution (all distributions, or the PACKAGES named).
+
+    Exit status: 0 clean, 1 patches found, 2 usage error.
+    """
+    interpreter = _interpreter(python, venv)
+    facts = probe_environment(interpreter)
+    console = Console(stderr=True)
+    with console.status("hashing installed files"):
+        report = scan_environment(facts, packages=packages or None, ignore=ignore)
+    diffs = _diffs(report, interpreter, pristine) if show_diff else {}
+    if as_json:
+        document = _report_document(report, interpreter)
+        if show_diff:
+            document["diffs"] = diffs
+        echo_json(document)
+    else:
+        _render(console, report)
+        for path, diff in diffs.items():
+            click.echo(diff if diff is not None else f"# {path}: pristine file not available\n")
+    return EXIT_OK if report.clean else EXIT_INVALID
+
+
+def _interpreter(python: Path | None, venv: Path | None) -> Path:
+    if python is not None and venv is not None:
+        raise UsageError("give --python or --venv, not both")
+    if venv is not None:
+        return venv / "bin" / "python"
+    if python is not None:
+        return python
+    virtual_env = os.environ.get("VIRTUAL_ENV")
+    if virtual_env:
+        return Path(virtual_env) / "bin" / "python"
+    raise UsageError(
+        "no environment to scan", hint="pass --python PATH or --venv DIR, or activate a venv"
+    )
+
+
+def _diffs(report: ScanReport, interpreter: Path, pristine: Path | None) -> dict[str, str | None]:
+    """path -> unified diff (None when the pristine file cannot be had) of modified files."""
+    diffs: dict[str, str | None] = {}
+    with tempfile.TemporaryDirectory(prefix="repro-scan-") as workdir:
+        cache = PristineCache(interpreter, Path(workdir), pip_cache=default_pip_cache())
+        for item in report.patched:
+            if item.kind != "modified":
+                continue
+            original = pristine_file(
+                item.dist,
+                item.version,
+                item.path,
+                expected_sha256=item.pristine_sha256,
+                pristine=pristine,
+                cache=cache,
+            )
+            site = Path(report.site_dirs[item.dist])
+            diffs[item.path] = (
+                None
+                if original is None
+                else make_diff(original, (site / item.path).read_bytes(), item.path)
+            )
+    return diffs
+
+
+def _report_document(report: ScanReport, interpreter: Path) -> dict[str, object]:
+    return {
+        "python": str(interpreter),
+        "clean": report.clean,
+        "dists_scanned": list(report.dists_scanned),
+        "dists_skipped": dict(report.dists_skipped),
+        "files_checked": report.files_checked,
+        "bytes_checked": report.bytes_checked,
+        "patched": [asdict(p) for p in report.patched],
+        "unreadable": [asdict(u) for u in report.unreadable],
+        "ambiguous_added": list(report.ambiguous_added),
+    }
+
+
+def _render(console: Console, report: ScanReport) -> None:
+    if report.patched:
+        table = Table(title="patched files")
+        for column in ("distribution", "kind", "path"):
+            table.add_column(column)
+        for item in report.patched:
+            table.add_row(f"{item.dist} {item.version}", item.kind, item.path)
+        console.print(table)
+    for bad in report.unreadable:
+        console.print(f"[yellow]unreadable[/] {bad.dist}: {bad.path}: {bad.error}")
+    for name, why in sorted(report.dists_skipped.items()):
+        console.print(f"[dim]skipped {name}: {why}[/]")
+    for path in report.ambiguous_added:
+        console.print(f"[yellow]unattributed[/] {path} (directory shared by several dists)")
+    mib = report.bytes_checked / (1 << 20)
+    verdict = "clean" if report.clean else f"{len(report.patched)} patched file(s)"
+    console.print(
+        f"{len(report.dists_scanned)} distributions, {report.files_checked} files, "
+        f"{mib:.1f} MiB checked: {verdict}"
+    )

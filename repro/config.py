@@ -1,0 +1,333 @@
+"""repro.toml: what a workspace holds and how to pack it (documented in docs/config.md).
+
+Every problem is reported at once, each naming the file and the key: unknown keys, values
+of the wrong type, and paths (relative to the workspace) that do not exist.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro import _toml
+from repro.errors import ConfigError
+
+CONFIG_NAME = "repro.toml"
+
+
+@dataclass(frozen=True)
+class BundleSection:
+    name: str | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvSection:
+    venv: Path | None = None
+    python: Path | None = None
+
+
+@dataclass(frozen=True)
+class WorkspaceTarget:
+    """Files under `<dir>/full/<key>/REST` patch `<prefix>/REST` of distribution `dist`."""
+
+    dist: str
+    prefix: str
+
+
+@dataclass(frozen=True)
+class WorkspacePatchesSection:
+    dir: Path
+    map: Mapping[str, WorkspaceTarget]
+
+
+@dataclass(frozen=True)
+class PatchesSection:
+    packages: tuple[str, ...] = ()  # empty: every distribution
+    ignore: tuple[str, ...] = ()
+    pristine: Path | None = None
+    workspace: WorkspacePatchesSection | None = None
+
+
+@dataclass(frozen=True)
+class ServicesSection:
+    units: tuple[Path, ...] = ()  # unit files in the workspace (globs expanded)
+    system: tuple[str, ...] = ()  # unit names to take from /etc/systemd/system
+
+
+@dataclass(frozen=True)
+class ModelsSection:
+    drafter: Path | None = None
+    others: Mapping[str, Path] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FilesSection:
+    include: tuple[str, ...] = ()  # globs relative to the workspace
+    exclude: tuple[str, ...] = ()
+    matched: tuple[Path, ...] = ()  # files the globs select, sorted
+
+
+@dataclass(frozen=True)
+class LaunchSection:
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LadderSection:
+    rungs: tuple[str, ...] = ()  # empty: the ladder's default rungs
+    timeout: float = 600.0
+    port: int | None = None
+    prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    source: Path
+    path: Path | None  # None when the workspace has no repro.toml
+    bundle: BundleSection = BundleSection()
+    env: EnvSection = EnvSection()
+    patches: PatchesSection = PatchesSection()
+    services: ServicesSection = ServicesSection()
+    models: ModelsSection = ModelsSection()
+    files: FilesSection = FilesSection()
+    launch: LaunchSection = LaunchSection()
+    ladder: LadderSection = LadderSection()
+
+
+class _Checker:
+    """Collects every problem, then raises one ConfigError listing them."""
+
+    def __init__(self, path: Path, source: Path) -> None:
+        self.file = path
+        self.source = source
+        self.problems: list[str] = []
+
+    def problem(self, key: str, message: str) -> None:
+        self.problems.append(f"{self.file}: {key}: {message}")
+
+    def table(self, data: Mapping[str, Any], key: str, allowed: set[str] | None) -> dict[str, Any]:
+        """The sub-table `key`; `allowed` None accepts any key."""
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            self.problem(key, f"must be a table, not {_kind(value)}")
+            return {}
+        for unknown in sorted(set(value) - allowed if allowed is not None else ()):
+            self.problem(f"{key}.{unknown}", "unknown key")
+        return value
+
+    def string(self, data: Mapping[str, Any], key: str, name: str) -> str | None:
+        value = data.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        self.problem(f"{key}.{name}", f"must be a string, not {_kind(value)}")
+        return None
+
+    def strings(self, data: Mapping[str, Any], key: str, name: str) -> tuple[str, ...]:
+        value = data.get(name, [])
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        self.problem(f"{key}.{name}", f"must be a list of strings, not {_kind(value)}")
+        return ()
+
+    def number(self, data: Mapping[str, Any], key: str, name: str, default: float) -> float:
+        value = data.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            self.problem(f"{key}.{name}", f"must be a positive number, not {value!r}")
+            return default
+        return float(value)
+
+    def integer(self, data: Mapping[str, Any], key: str, name: str) -> int | None:
+        value = data.get(name)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        self.problem(f"{key}.{name}", f"must be an integer, not {_kind(value)}")
+        return None
+
+    def path(self, value: str | None, key: str, *, directory: bool | None = None) -> Path | None:
+        if value is None:
+            return None
+        path = Path(value).expanduser()
+        resolved = path if path.is_absolute() else self.source / path
+        if not resolved.exists():
+            self.problem(key, f"path {value!r} does not exist (looked for {resolved})")
+            return None
+        if directory is True and not resolved.is_dir():
+            self.problem(key, f"{value!r} is not a directory")
+        if directory is False and resolved.is_dir():
+            self.problem(key, f"{value!r} is a directory, expected a file")
+        return resolved
+
+    def globs(self, patterns: tuple[str, ...], key: str) -> list[Path]:
+        found: list[Path] = []
+        for pattern in patterns:
+            matches = sorted(
+                Path(m)
+                for m in glob.glob(str(self.source / pattern), recursive=True)
+                if Path(m).is_file()
+            )
+            if not matches:
+                self.problem(key, f"{pattern!r} matches no file under {self.source}")
+            found.extend(matches)
+        return found
+
+
+def _kind(value: object) -> str:
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+        list: "a list",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
+
+
+SECTIONS: dict[str, set[str] | None] = {
+    "bundle": {"name", "version"},
+    "env": {"python", "venv"},
+    "patches": {"packages", "ignore", "pristine", "workspace"},
+    "services": {"units", "system"},
+    "models": None,  # any key: a model name
+    "files": {"include", "exclude"},
+    "launch": {"commands"},
+    "ladder": {"rungs", "timeout", "port", "prompt"},
+}
+
+
+def load_config(source: Path) -> Config:
+    """SOURCE/repro.toml, or the defaults when there is none."""
+    path = source / CONFIG_NAME
+    if not path.is_file():
+        return Config(source=source, path=None)
+    try:
+        data = _toml.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    except _toml.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, source=source, path=path)
+
+
+def parse_config(data: Mapping[str, Any], *, source: Path, path: Path) -> Config:
+    check = _Checker(path, source)
+    for unknown in sorted(set(data) - set(SECTIONS)):
+        check.problem(unknown, "unknown section")
+    sections: dict[str, Callable[[_Checker, dict[str, Any]], Any]] = {
+        "bundle": _bundle,
+        "env": _env,
+        "patches": _patches,
+        "services": _services,
+        "models": _models,
+        "files": _files,
+        "launch": _launch,
+        "ladder": _ladder,
+    }
+    parsed: dict[str, Any] = {}
+    for name, parse in sections.items():
+        table = check.table(data, name, SECTIONS[name])
+        parsed[name] = parse(check, table)
+    if check.problems:
+        raise ConfigError(
+            f"{path}: {len(check.problems)} problem(s):\n  " + "\n  ".join(check.problems),
+            hint="see docs/config.md for the keys repro.toml accepts",
+        )
+    return Config(source=source, path=path, **parsed)
+
+
+def _bundle(check: _Checker, table: dict[str, Any]) -> BundleSection:
+    return BundleSection(
+        name=check.string(table, "bundle", "name"), version=check.string(table, "bundle", "version")
+    )
+
+
+def _env(check: _Checker, table: dict[str, Any]) -> EnvSection:
+    venv = check.path(check.string(table, "env", "venv"), "env.venv", directory=True)
+    python = check.path(check.string(table, "env", "python"), "env.python", directory=False)
+    if "venv" in table and "python" in table:
+        check.problem("env", "give venv or python, not both")
+    return EnvSection(venv=venv, python=python)
+
+
+def _patches(check: _Checker, table: dict[str, Any]) -> PatchesSection:
+    pristine = check.path(check.string(table, "patches", "pristine"), "patches.pristine")
+    workspace = None
+    if "workspace" in table:
+        ws = check.table(table, "workspace", {"dir", "map"})
+        ws_key = "patches.workspace"
+        directory = check.path(check.string(ws, ws_key, "dir") or "patches", f"{ws_key}.dir")
+        mapping: dict[str, WorkspaceTarget] = {}
+        raw_map = ws.get("map", {})
+        if not isinstance(raw_map, dict):
+            check.problem(f"{ws_key}.map", f"must be a table, not {_kind(raw_map)}")
+            raw_map = {}
+        for key, value in raw_map.items():
+            if isinstance(value, str):
+                mapping[key] = WorkspaceTarget(dist=value, prefix=key)
+            elif isinstance(value, dict) and isinstance(value.get("dist"), str):
+                prefix = value.get("prefix", key)
+                extra = sorted(set(value) - {"dist", "prefix"})
+                if not isinstance(prefix, str) or extra:
+                    check.problem(f"{ws_key}.map.{key}", "takes dist and prefix (strings)")
+                    continue
+                mapping[key] = WorkspaceTarget(dist=value["dist"], prefix=prefix.strip("/"))
+            else:
+                check.problem(
+                    f"{ws_key}.map.{key}",
+                    'must be a distribution name or { dist = "...", prefix = "..." }',
+                )
+        if directory is not None:
+            workspace = WorkspacePatchesSection(dir=directory, map=mapping)
+    return PatchesSection(
+        packages=check.strings(table, "patches", "packages"),
+        ignore=check.strings(table, "patches", "ignore"),
+        pristine=pristine,
+        workspace=workspace,
+    )
+
+
+def _services(check: _Checker, table: dict[str, Any]) -> ServicesSection:
+    units = check.globs(check.strings(table, "services", "units"), "services.units")
+    return ServicesSection(units=tuple(units), system=check.strings(table, "services", "system"))
+
+
+def _models(check: _Checker, table: dict[str, Any]) -> ModelsSection:
+    drafter = None
+    others: dict[str, Path] = {}
+    for name, value in table.items():
+        if not isinstance(value, str):
+            check.problem(f"models.{name}", f"must be a path string, not {_kind(value)}")
+            continue
+        path = check.path(value, f"models.{name}", directory=True)
+        if path is None:
+            continue
+        if name == "drafter":
+            drafter = path
+        else:
+            others[name] = path
+    return ModelsSection(drafter=drafter, others=others)
+
+
+def _files(check: _Checker, table: dict[str, Any]) -> FilesSection:
+    include = check.strings(table, "files", "include")
+    exclude = check.strings(table, "files", "exclude")
+    matched = set(check.globs(include, "files.include"))
+    for pattern in exclude:
+        matched -= {Path(m) for m in glob.glob(str(check.source / pattern), recursive=True)}
+    return FilesSection(include=include, exclude=exclude, matched=tuple(sorted(matched)))
+
+
+def _launch(check: _Checker, table: dict[str, Any]) -> LaunchSection:
+    return LaunchSection(commands=check.strings(table, "launch", "commands"))
+
+
+def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
+    return LadderSection(
+        rungs=check.strings(table, "ladder", "rungs"),
+        timeout=check.number(table, "ladder", "timeout", 600.0),
+        port=check.integer(table, "ladder", "port"),
+        prompt=check.string(table, "ladder", "prompt"),
+    )

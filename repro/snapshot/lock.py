@@ -1,0 +1,290 @@
+"""The pinned stack: pip-freeze.txt, a portable requirements.lock and a PEP 751 pylock.toml.
+
+requirements.lock holds one exact `name==version` pin per distribution (normalised names,
+sorted), never a `file://` or editable line: distributions no index serves come from the
+bundle's wheel vault, which the unpacker adds with `--find-links env/wheels`. Index options
+come first; `--hash` options only when every pin has one (pip's all-or-nothing rule).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from repro import __version__
+from repro.errors import InputError, ProbeError
+from repro.snapshot.environment import EnvironmentFacts, normalize_name
+from repro.snapshot.indexes import IndexConfig
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)$")
+_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str  # normalised
+    version: str
+
+
+@dataclass(frozen=True)
+class WheelRef:
+    """A wheel file of a pin: where it lives (URL on an index, or path relative to the lock
+    file, e.g. in the vault) and its sha256."""
+
+    filename: str
+    sha256: str
+    url: str | None = None
+    path: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class LockFile:
+    indexes: IndexConfig
+    pins: tuple[Pin, ...]
+    hashes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> sha256 hex
+
+
+@dataclass(frozen=True)
+class Freeze:
+    text: str
+    derived: bool  # True when the target had no pip and lines came from the probe
+
+
+def pins_from_facts(facts: EnvironmentFacts) -> tuple[Pin, ...]:
+    pins = {d.normalized_name: Pin(d.normalized_name, d.version) for d in facts.distributions}
+    return tuple(pins[name] for name in sorted(pins))
+
+
+def pip_freeze(
+    python: Path,
+    facts: EnvironmentFacts,
+    *,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+) -> Freeze:
+    """`python -m pip freeze --all` verbatim; without pip in the target, equivalent lines
+    derived from the probe, with a comment saying so."""
+    argv = [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"]
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            timeout=timeout,
+            env=dict(os.environ if env is None else env),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ProbeError(f"pip freeze with {python} did not finish within {timeout:g}s") from exc
+    except OSError as exc:
+        raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from exc
+    if proc.returncode == 0:
+        return Freeze(proc.stdout.decode("utf-8", "replace"), derived=False)
+    if b"No module named pip" not in proc.stderr:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
+        raise ProbeError(f"pip freeze with {python} failed: {' | '.join(tail)}")
+    lines = [
+        f"# {python} has no pip: these lines were derived by repro from the installed",
+        "# distributions' metadata, not written by `pip freeze`.",
+    ]
+    for dist in sorted(facts.distributions, key=lambda d: d.name.lower()):
+        url = (dist.direct_url or {}).get("url")
+        if dist.editable and url:
+            lines.append(f"-e {url}")
+        elif url:
+            lines.append(f"{dist.name} @ {url}")
+        else:
+            lines.append(f"{dist.name}=={dist.version}")
+    return Freeze("\n".join(lines) + "\n", derived=True)
+
+
+def _hashes_complete(pins: Sequence[Pin], hashes: Mapping[str, Sequence[str]] | None) -> bool:
+    if not hashes or not pins:
+        return False
+    normalised = {normalize_name(k): v for k, v in hashes.items()}
+    return all(normalised.get(pin.name) for pin in pins)
+
+
+def render_requirements_lock(
+    pins: Sequence[Pin],
+    indexes: IndexConfig,
+    *,
+    hashes: Mapping[str, Sequence[str]] | None = None,
+    source: str = "",
+) -> str:
+    """The requirements.lock text; `hashes` maps names to sha256 hex digests of acceptable
+    files (written only when every pin has at least one)."""
+    lines = [
+        f"# requirements.lock written by repro {__version__}"
+        + (f" from {source}" if source else ""),
+        "# Install into a fresh venv with: pip-sync requirements.lock  or  uv pip sync",
+        "# requirements.lock; add --find-links env/wheels for the bundle's wheel vault.",
+    ]
+    for url in indexes.local:
+        lines.append(f"# source-only location, not portable: {url}")
+    if indexes.index_url:
+        lines.append(f"--index-url {indexes.index_url}")
+    lines.extend(f"--extra-index-url {url}" for url in indexes.extra_index_urls)
+    lines.extend(f"--find-links {url}" for url in indexes.find_links)
+    with_hashes = _hashes_complete(pins, hashes)
+    normalised = {normalize_name(k): sorted(set(v)) for k, v in (hashes or {}).items()}
+    for pin in sorted(pins, key=lambda p: p.name):
+        line = f"{pin.name}=={pin.version}"
+        if with_hashes:
+            line += "".join(f" \\\n    --hash=sha256:{digest}" for digest in normalised[pin.name])
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def render_pylock(
+    pins: Sequence[Pin],
+    indexes: IndexConfig,
+    *,
+    requires_python: str,
+    wheels: Mapping[str, Sequence[WheelRef]] | None = None,
+) -> str:
+    """The same pins as a PEP 751 pylock.toml. A package needs a source (here: wheels) for
+    an installer to use it; pins without a known wheel are listed under
+    [tool.repro].missing-wheels so a reader knows the file is not installable alone."""
+    known = {normalize_name(k): list(v) for k, v in (wheels or {}).items()}
+    packages: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for pin in sorted(pins, key=lambda p: p.name):
+        package: dict[str, Any] = {"name": pin.name, "version": pin.version}
+        refs = known.get(pin.name)
+        if indexes.index_url and not any(r.path for r in refs or ()):
+            package["index"] = indexes.index_url
+        if refs:
+            package["wheels"] = [
+                _wheel_table(ref) for ref in sorted(refs, key=lambda r: r.filename)
+            ]
+        else:
+            missing.append(pin.name)
+        packages.append(package)
+    document: dict[str, Any] = {
+        "lock-version": "1.0",
+        "requires-python": requires_python,
+        "created-by": "repro",
+        "packages": packages,
+    }
+    tool: dict[str, Any] = {"version": __version__}
+    if indexes.extra_index_urls:
+        tool["extra-index-urls"] = list(indexes.extra_index_urls)
+    if indexes.find_links:
+        tool["find-links"] = list(indexes.find_links)
+    if missing:
+        tool["missing-wheels"] = missing
+    document["tool"] = {"repro": tool}
+    return tomli_w.dumps(document)
+
+
+def _wheel_table(ref: WheelRef) -> dict[str, Any]:
+    table: dict[str, Any] = {"name": ref.filename}
+    if ref.url:
+        table["url"] = ref.url
+    if ref.path:
+        table["path"] = ref.path
+    if ref.size is not None:
+        table["size"] = ref.size
+    table["hashes"] = {"sha256": ref.sha256}
+    return table
+
+
+def requires_python_of(facts: EnvironmentFacts) -> str:
+    major, minor = facts.python.version.split(".")[:2]
+    return f"=={major}.{minor}.*"
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Join backslash continuations; strip comments; keep the first line number."""
+    result: list[tuple[int, str]] = []
+    pending = ""
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        if full:
+            result.append((start, full))
+    if pending.strip():
+        result.append((start, pending.strip()))
+    return result
+
+
+def read_requirements_lock(path: Path) -> LockFile:
+    """Parse a requirements.lock written by repro (or any pins-only requirements file)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
+    index_url: str | None = None
+    extras: list[str] = []
+    links: list[str] = []
+    pins: list[Pin] = []
+    hashes: dict[str, tuple[str, ...]] = {}
+    seen: dict[str, int] = {}
+    for number, line in _logical_lines(text):
+        tokens = line.replace("=", " ", 1).split() if line.startswith("-") else line.split()
+        head = tokens[0]
+        if head.startswith("-"):
+            if len(tokens) != 2:
+                raise InputError(f"{path}:{number}: option {head} needs exactly one value")
+            if head in ("--index-url", "-i"):
+                index_url = tokens[1]
+            elif head == "--extra-index-url":
+                extras.append(tokens[1])
+            elif head in ("--find-links", "-f"):
+                links.append(tokens[1])
+            else:
+                raise InputError(
+                    f"{path}:{number}: unsupported option {head}",
+                    hint="a lock holds only index options and name==version pins",
+                )
+            continue
+        match = _PIN.match(head)
+        if match is None:
+            raise InputError(
+                f"{path}:{number}: {head!r} is not an exact pin (name==version)",
+                hint="editable, file:// and ranged requirements do not belong in a lock",
+            )
+        name = normalize_name(match.group(1))
+        if name in seen:
+            raise InputError(
+                f"{path}:{number}: {name} is pinned twice (first on line {seen[name]})"
+            )
+        seen[name] = number
+        digests: list[str] = []
+        for option in tokens[1:]:
+            value = option.removeprefix("--hash=")
+            if not option.startswith("--hash=") or not _HASH.match(value):
+                raise InputError(f"{path}:{number}: {option!r} is not --hash=sha256:<64 hex>")
+            digests.append(value.removeprefix("sha256:"))
+        if digests:
+            hashes[name] = tuple(digests)
+        pins.append(Pin(name, match.group(2)))
+    if hashes and len(hashes) != len(pins):
+        unhashed = sorted(p.name for p in pins if p.name not in hashes)
+        raise InputError(
+            f"{path}: some pins have --hash and some do not ({', '.join(unhashed[:5])}); "
+            "pip refuses such a file"
+        )
+    indexes = IndexConfig(
+        index_url=index_url, extra_index_urls=tuple(extras), find_links=tuple(links)
+    )
+    return LockFile(indexes=indexes, pins=tuple(pins), hashes=hashes)

@@ -1,0 +1,348 @@
+"""Patch discovery: compare every installed file with its distribution's RECORD.
+
+A file whose sha256 differs from RECORD is `modified`; a file RECORD lists that is gone is
+`deleted`; a file inside a directory the distribution owns that no RECORD lists is `added`.
+Not patches: bytecode caches, files RECORD lists without a hash, scripts whose only change is
+the `#!` line an installer rewrites, and paths matching the ignore globs.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import hashlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from repro.hashing import ProgressCallback, hash_files
+from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
+from repro.snapshot.record import RecordEntry, read_record
+
+PatchKind = Literal["modified", "added", "deleted"]
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+
+
+@dataclass(frozen=True)
+class PatchedFile:
+    dist: str
+    version: str
+    path: str  # relative to site-packages, '/'-separated; may start with '../'
+    kind: PatchKind
+    pristine_sha256: str | None
+    patched_sha256: str | None
+    size: int
+
+
+@dataclass(frozen=True)
+class UnreadableFile:
+    dist: str
+    path: str
+    error: str
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    dists_scanned: tuple[str, ...]
+    dists_skipped: Mapping[str, str]  # name -> why (no RECORD, egg-info, ...)
+    files_checked: int
+    bytes_checked: int
+    patched: tuple[PatchedFile, ...]
+    unreadable: tuple[UnreadableFile, ...]
+    ambiguous_added: tuple[str, ...] = field(default=())  # added in a shared namespace dir
+    site_dirs: Mapping[str, str] = field(default_factory=dict)  # dist name -> its site dir
+
+    @property
+    def clean(self) -> bool:
+        return not self.patched
+
+    def by_dist(self) -> dict[str, list[PatchedFile]]:
+        grouped: dict[str, list[PatchedFile]] = {}
+        for item in self.patched:
+            grouped.setdefault(item.dist, []).append(item)
+        return grouped
+
+
+@dataclass(frozen=True)
+class _Owned:
+    dist: DistributionFacts
+    entry: RecordEntry
+
+
+def is_ignored(path: str, patterns: Sequence[str]) -> bool:
+    """Bytecode caches always; otherwise a glob on the whole path or on its file name."""
+    parts = path.split("/")
+    if "__pycache__" in parts or path.endswith(BYTECODE_SUFFIXES):
+        return True
+    name = parts[-1]
+    return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def select_distributions(
+    facts: EnvironmentFacts, packages: Sequence[str] | None
+) -> tuple[list[DistributionFacts], dict[str, str]]:
+    """The distributions to scan, and those that cannot be scanned with the reason."""
+    skipped: dict[str, str] = {}
+    wanted = {normalize_name(p) for p in packages} if packages else None
+    if wanted is not None:
+        known = {d.normalized_name for d in facts.distributions}
+        for name in sorted(wanted - known):
+            skipped[name] = "not installed"
+    selected: list[DistributionFacts] = []
+    for dist in facts.distributions:
+        if wanted is not None and dist.normalized_name not in wanted:
+            continue
+        if dist.metadata_kind != "dist-info" or not dist.has_record:
+            skipped[dist.name] = "no RECORD (egg-info or develop install): cannot be checked"
+            continue
+        selected.append(dist)
+    return selected, skipped
+
+
+def scan_environment(
+    facts: EnvironmentFacts,
+    *,
+    packages: Sequence[str] | None = None,
+    ignore: Sequence[str] = (),
+    jobs: int | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> ScanReport:
+    """Find every modified, added and deleted file of the selected distributions."""
+    dists, skipped = select_distributions(facts, packages)
+    # string paths here: a venv has ~100k RECORD rows and pathlib costs more than hashing
+    owned: dict[str, _Owned] = {}
+    listed: set[str] = set()
+    direct_owners: dict[str, set[str]] = {}
+    top_dirs: dict[str, DistributionFacts] = {}
+    all_dists = [d for d in facts.distributions if d.metadata_kind == "dist-info" and d.has_record]
+    selected_names = {d.normalized_name for d in dists}
+    for dist in all_dists:
+        # every RECORD is read, so a file another distribution lists is never "added"
+        entries = read_record(Path(dist.metadata_dir) / "RECORD")
+        name = dist.normalized_name
+        selected = name in selected_names
+        for entry in entries:
+            absolute = os.path.normpath(os.path.join(dist.site_dir, entry.path))
+            listed.add(absolute)
+            direct_owners.setdefault(os.path.dirname(absolute), set()).add(name)
+            if not selected:
+                continue
+            if entry.sha256 is not None and not is_ignored(entry.path, ignore):
+                owned.setdefault(absolute, _Owned(dist, entry))
+            top = _top_directory(entry.path)
+            if top is not None:
+                top_dirs.setdefault(os.path.join(dist.site_dir, top), dist)
+
+    paths = sorted(owned)
+    hashed = hash_files([Path(p) for p in paths], jobs=jobs, on_progress=on_progress)
+    missing = os.strerror(errno.ENOENT)
+    results = [r for r in hashed if not (r.digest is None and r.error == missing)]
+    patched: list[PatchedFile] = []
+    unreadable: list[UnreadableFile] = []
+    checked_bytes = 0
+    scripts_dir = Path(facts.python.scripts)
+    for result in results:
+        item = owned[str(result.path)]
+        if result.digest is None:
+            unreadable.append(UnreadableFile(item.dist.name, item.entry.path, result.error or ""))
+            continue
+        checked_bytes += result.size
+        if result.digest == item.entry.sha256:
+            continue
+        if result.path.parent == scripts_dir and _only_shebang_differs(result.path, item, facts):
+            continue
+        patched.append(
+            PatchedFile(
+                item.dist.name,
+                item.dist.version,
+                item.entry.path,
+                "modified",
+                item.entry.sha256,
+                result.digest,
+                result.size,
+            )
+        )
+    present = {str(r.path) for r in results}
+    for path in paths:
+        if path not in present:
+            item = owned[path]
+            patched.append(
+                PatchedFile(
+                    item.dist.name,
+                    item.dist.version,
+                    item.entry.path,
+                    "deleted",
+                    item.entry.sha256,
+                    None,
+                    item.entry.size or 0,
+                )
+            )
+    added, ambiguous, added_bytes = _find_added(
+        top_dirs, listed, direct_owners, selected_names, ignore, jobs
+    )
+    patched.extend(added)
+    return ScanReport(
+        dists_scanned=tuple(d.name for d in dists),
+        dists_skipped=skipped,
+        files_checked=len(results) + len(added),
+        bytes_checked=checked_bytes + added_bytes,
+        patched=tuple(sorted(patched, key=lambda p: (normalize_name(p.dist), p.path))),
+        unreadable=tuple(unreadable),
+        ambiguous_added=tuple(sorted(ambiguous)),
+        site_dirs={d.name: d.site_dir for d in dists},
+    )
+
+
+def _top_directory(path: str) -> str | None:
+    """The top-level directory inside site-packages that holds `path`, if it is a package
+    directory (not the dist-info, a .data dir, a bytecode cache or outside site-packages)."""
+    if path.startswith("../") or "/" not in path:
+        return None
+    top = path.split("/", 1)[0]
+    if top.endswith((".dist-info", ".data", ".egg-info")) or top == "__pycache__":
+        return None
+    return top
+
+
+def _find_added(
+    top_dirs: Mapping[str, DistributionFacts],
+    listed: set[str],
+    direct_owners: Mapping[str, set[str]],
+    selected: set[str],
+    ignore: Sequence[str],
+    jobs: int | None,
+) -> tuple[list[PatchedFile], list[str], int]:
+    """Files under the package directories that no RECORD lists, each given to the one
+    distribution that owns the nearest directory holding listed files; files in a directory
+    several distributions share (a namespace root) are reported as ambiguous, not added."""
+    candidates: dict[str, tuple[DistributionFacts, str]] = {}  # nested top dirs overlap
+    ambiguous: list[str] = []
+    by_name = {d.normalized_name: d for d in top_dirs.values()}
+    for top, dist in sorted(top_dirs.items()):
+        site = dist.site_dir
+        for root, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for filename in sorted(filenames):
+                path = os.path.join(root, filename)
+                if path in listed or path in candidates:
+                    continue
+                relative = os.path.relpath(path, site).replace(os.sep, "/")
+                if is_ignored(relative, ignore):
+                    continue
+                owners = _nearest_owners(root, site, direct_owners)
+                if len(owners) != 1:
+                    ambiguous.append(relative)
+                    continue
+                owner = next(iter(owners))
+                if owner in selected and owner in by_name:
+                    candidates[path] = (by_name[owner], relative)
+    paths = list(candidates)
+    results = hash_files([Path(p) for p in paths], jobs=jobs)
+    added = [
+        PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
+        for (dist, relative), r in zip(candidates.values(), results, strict=True)
+    ]
+    return added, sorted(set(ambiguous)), sum(r.size for r in results)
+
+
+def _nearest_owners(directory: str, site: str, direct_owners: Mapping[str, set[str]]) -> set[str]:
+    current = os.path.normpath(directory)
+    prefix = site.rstrip(os.sep) + os.sep
+    while current.startswith(prefix):
+        owners = direct_owners.get(current)
+        if owners:
+            return owners
+        current = os.path.dirname(current)
+    return set()
+
+
+# --- scripts whose only change is the #! line ------------------------------------------
+
+
+def split_shebang(data: bytes) -> tuple[bytes, bytes] | None:
+    """(header, body) of a script: the `#!` line, or the `#!/bin/sh` + `'''exec'` three-line
+    form pip/distlib writes for long interpreter paths."""
+    if not data.startswith(b"#!"):
+        return None
+    first, sep, rest = data.partition(b"\n")
+    if first.rstrip() == b"#!/bin/sh" and rest.startswith(b"'''exec' "):
+        exec_line, _, rest2 = rest.partition(b"\n")
+        close, _, body = rest2.partition(b"\n")
+        if close.strip() == b"' '''":
+            return first + b"\n" + exec_line + b"\n" + close + b"\n", body
+    return first + sep, rest
+
+
+def shebang_candidates(interpreters: Iterable[str]) -> list[bytes]:
+    """Headers an installer may have written: `#!python` (as in the wheel), and the simple and
+    long forms for each interpreter path."""
+    headers = [b"#!python\n"]
+    for interpreter in interpreters:
+        exe = interpreter.encode()
+        headers.append(b"#!" + exe + b"\n")
+        headers.append(b"#!/bin/sh\n'''exec' " + exe + b' "$0" "$@"\n' + b"' '''\n")
+    return headers
+
+
+def _interpreters(facts: EnvironmentFacts) -> list[str]:
+    scripts = Path(facts.python.scripts)
+    major_minor = ".".join(facts.python.version.split(".")[:2])
+    names = ["python", "python3", f"python{major_minor}"]
+    found = [facts.python.executable, *(str(scripts / n) for n in names)]
+    found.append(os.path.realpath(facts.python.executable))
+    return list(dict.fromkeys(found))
+
+
+def _only_shebang_differs(path: Path, item: _Owned, facts: EnvironmentFacts) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    parts = split_shebang(data)
+    if parts is None:
+        return False
+    _, body = parts
+    for header in shebang_candidates(_interpreters(facts)):
+        if hashlib.sha256(header + body).hexdigest() == item.entry.sha256:
+            return True
+    return _is_generated_console_script(path.name, body, item.dist)
+
+
+def _is_generated_console_script(name: str, body: bytes, dist: DistributionFacts) -> bool:
+    """An entry-point wrapper the installer generated for a console script of `dist`: its body
+    imports exactly the object entry_points.txt names (the venv may have moved, so the original
+    interpreter path is unknown)."""
+    entry_points = Path(dist.metadata_dir) / "entry_points.txt"
+    try:
+        text = entry_points.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    target = _console_script_target(text, name)
+    if target is None:
+        return False
+    module, _, attribute = target.partition(":")
+    import_name = attribute.split(".")[0].strip()
+    expected = f"from {module.strip()} import {import_name}".encode()
+    lines = [line.strip() for line in body.splitlines()]
+    allowed = {b"", b"# -*- coding: utf-8 -*-", b"import re", b"import sys"}
+    for line in lines:
+        if line in allowed or line == expected or line.startswith((b"if __name__", b"sys.")):
+            continue
+        return False
+    return expected in lines
+
+
+def _console_script_target(text: str, name: str) -> str | None:
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            continue
+        if section in ("console_scripts", "gui_scripts") and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip() == name:
+                return value.strip()
+    return None

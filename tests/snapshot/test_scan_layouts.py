@@ -1,0 +1,97 @@
+"""Scan edge cases on a venv built for them: a namespace root shared by two distributions,
+a new subdirectory inside a package, and console scripts edited beyond their `#!` line."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from repro.snapshot.environment import probe_environment
+from repro.snapshot.scan import scan_environment
+from tests.snapshot.conftest import PYTHON_311, make_venv, run
+
+
+def _namespace_project(root: Path, name: str, sub: str) -> Path:
+    package = root / "nsroot" / sub
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(f"def main() -> int:\n    return {len(sub)}\n")
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "{name}"
+            version = "1.0"
+
+            [project.scripts]
+            {name}-tool = "nsroot.{sub}:main"
+
+            [tool.setuptools]
+            packages = ["nsroot.{sub}"]
+            """
+        )
+    )
+    return root
+
+
+@pytest.mark.slow
+def test_namespace_roots_subdirectories_and_scripts(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    for name, sub in (("ns-alpha", "alpha"), ("ns-beta", "beta")):
+        project = _namespace_project(tmp_path / name, name, sub)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "-w",
+                str(wheels),
+                str(project),
+            ]
+        )
+    venv = make_venv(PYTHON_311, tmp_path / "venv")
+    run(
+        [
+            str(venv.python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "ns-alpha",
+            "ns-beta",
+        ]
+    )
+    site = venv.site_packages
+    facts = probe_environment(venv.python)
+    assert scan_environment(facts, packages=["ns-alpha", "ns-beta"]).clean
+
+    (site / "nsroot" / "stray.py").write_text("# whose is this?\n")
+    (site / "nsroot" / "alpha" / "extra" / "deep").mkdir(parents=True)
+    (site / "nsroot" / "alpha" / "extra" / "deep" / "mod.py").write_text("X = 1\n")
+    # a venv moved by hand: the script's #! rewritten, body intact -> not a patch
+    alpha = venv.root / "bin" / "ns-alpha-tool"
+    body = alpha.read_bytes().split(b"\n", 1)[1]
+    alpha.write_bytes(b"#!/srv/moved/venv/bin/python\n" + body)
+    # a script edited below its #! line -> a patch
+    beta = venv.root / "bin" / "ns-beta-tool"
+    beta.write_bytes(beta.read_bytes() + b"print('hand edit')\n")
+
+    report = scan_environment(facts, packages=["ns-alpha", "ns-beta"])
+    found = {(p.dist, p.path, p.kind) for p in report.patched}
+    assert found == {
+        ("ns-alpha", "nsroot/alpha/extra/deep/mod.py", "added"),
+        ("ns-beta", "../../../bin/ns-beta-tool", "modified"),
+    }
+    assert report.ambiguous_added == ("nsroot/stray.py",)

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from repro.config import CONFIG_NAME, WorkspaceTarget, load_config
+from repro.errors import ConfigError
+
+
+def workspace(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "services").mkdir()
+    (tmp_path / "services" / "sglang.service").write_text("[Service]\n")
+    (tmp_path / "drafter").mkdir()
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "bench" / "results.json").write_text("{}\n")
+    (tmp_path / "patches" / "full" / "sglang").mkdir(parents=True)
+    (tmp_path / CONFIG_NAME).write_text(text)
+    return tmp_path
+
+
+FULL = """
+[bundle]
+name = "dflash"
+version = "1.2.0"
+
+[env]
+venv = "venv"
+
+[patches]
+packages = ["sglang", "flashinfer-python"]
+ignore = ["*.orig"]
+
+[patches.workspace]
+dir = "patches"
+map = { sglang = "sglang", "python/sgl" = { dist = "sglang", prefix = "sglang/srt" } }
+
+[services]
+units = ["services/*.service"]
+system = ["nginx.service"]
+
+[models]
+drafter = "drafter"
+target = "bench"
+
+[files]
+include = ["bench/**/*"]
+exclude = ["bench/*.json"]
+
+[launch]
+commands = ["python -m sglang.launch_server --port 30000"]
+
+[ladder]
+rungs = ["import", "server"]
+timeout = 120
+port = 30000
+prompt = "Hello"
+"""
+
+
+def test_a_full_config_loads(tmp_path: Path) -> None:
+    source = workspace(tmp_path, FULL)
+    config = load_config(source)
+    assert config.path == source / CONFIG_NAME
+    assert (config.bundle.name, config.bundle.version) == ("dflash", "1.2.0")
+    assert config.env.venv == source / "venv"
+    assert config.patches.packages == ("sglang", "flashinfer-python")
+    assert config.patches.workspace is not None
+    assert config.patches.workspace.map == {
+        "sglang": WorkspaceTarget("sglang", "sglang"),
+        "python/sgl": WorkspaceTarget("sglang", "sglang/srt"),
+    }
+    assert config.services.units == (source / "services" / "sglang.service",)
+    assert config.models.drafter == source / "drafter"
+    assert config.models.others == {"target": source / "bench"}
+    assert config.files.matched == (source / "bench" / "run.sh",)
+    assert config.launch.commands == ("python -m sglang.launch_server --port 30000",)
+    assert (config.ladder.timeout, config.ladder.port, config.ladder.prompt) == (
+        120.0,
+        30000,
+        "Hello",
+    )
+
+
+def test_no_config_gives_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path)
+    assert config.path is None and config.patches.packages == ()
+
+
+BAD = """
+[bundel]
+name = "x"
+
+[bundle]
+name = 3
+colour = "red"
+
+[env]
+venv = "missing-venv"
+
+[patches]
+packages = "sglang"
+
+[files]
+include = ["nothing/*.md"]
+
+[ladder]
+timeout = "soon"
+port = 1.5
+
+[models]
+drafter = 7
+"""
+
+
+def test_every_problem_is_reported_at_once_with_file_and_key(tmp_path: Path) -> None:
+    source = workspace(tmp_path, BAD)
+    with pytest.raises(ConfigError) as caught:
+        load_config(source)
+    message = str(caught.value)
+    path = re.escape(str(source / CONFIG_NAME))
+    for expected in (
+        "bundel: unknown section",
+        "bundle.name: must be a string, not an integer",
+        "bundle.colour: unknown key",
+        "env.venv: path 'missing-venv' does not exist",
+        "patches.packages: must be a list of strings, not a string",
+        "files.include: 'nothing/\\*.md' matches no file",
+        "ladder.timeout: must be a positive number, not 'soon'",
+        "ladder.port: must be an integer, not a number",
+        "models.drafter: must be a path string, not an integer",
+    ):
+        assert re.search(path + ": " + expected, message), expected
+    assert "9 problem(s)" in message
+    assert caught.value.exit_code == 2
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_NAME).write_text("[bundle\nname = 1\n")
+    with pytest.raises(ConfigError, match=re.escape(str(tmp_path / CONFIG_NAME)) + ": not valid"):
+        load_config(tmp_path)
+
+
+def test_venv_and_python_are_exclusive(tmp_path: Path) -> None:
+    source = workspace(tmp_path, '[env]\nvenv = "venv"\npython = "venv/bin"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(source)
+    assert "env: give venv or python, not both" in str(caught.value)
+    assert "env.python: 'venv/bin' is a directory" in str(caught.value)
