@@ -4,7 +4,6 @@ candidate is checked against RECORD's sha256 before use."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
@@ -13,6 +12,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from repro.diffapply import unified_diff
 from repro.snapshot.environment import normalize_name
 
 
@@ -177,16 +177,4 @@ def make_diff(pristine: bytes, patched: bytes, path: str) -> str:
         return f"Binary files a/{path} and b/{path} differ\n"
     if "\0" in old or "\0" in new:
         return f"Binary files a/{path} and b/{path} differ\n"
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile=f"a/{path}",
-        tofile=f"b/{path}",
-    )
-    out: list[str] = []
-    for line in lines:
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            out.append(line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+    return unified_diff(old, new, path)
