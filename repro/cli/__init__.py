@@ -12,9 +12,10 @@ from repro import __version__
 from repro.cli._common import run_guarded
 from repro.cli.check import check_command
 from repro.cli.init import init_command
+from repro.cli.pack import pack_command
 from repro.cli.scan import scan_command
 
-COMMANDS: list[click.Command] = [check_command, init_command, scan_command]
+COMMANDS: list[click.Command] = [check_command, init_command, pack_command, scan_command]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

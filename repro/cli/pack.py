@@ -1,0 +1,105 @@
+"""`repro pack SOURCE`: snapshot a workspace into one versioned bundle."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from repro.cli._common import echo_json
+from repro.errors import EXIT_OK
+from repro.snapshot.pack import PackOptions, PackResult, pack
+
+
+@click.command("pack")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("-o", "--output", help="Bundle file or directory; '-' streams to stdout.")
+@click.option("--python", type=click.Path(path_type=Path), help="Interpreter (or venv) to pack.")
+@click.option("--name", help="Bundle name (default: repro.toml, else SOURCE's name).")
+@click.option("--version", "version", help="Bundle version (default: next after the newest).")
+@click.option(
+    "--compress",
+    type=click.Choice(["none", "gz", "zst"]),
+    help="Compression (default: from the output's suffix, else none).",
+)
+@click.option(
+    "--wheels",
+    type=click.Choice(["auto", "all", "none"]),
+    default="auto",
+    show_default=True,
+    help="auto: wheels no index can serve; all: every wheel (air-gapped); none: no wheels.",
+)
+@click.option("--check-index", is_flag=True, help="Ask the indexes which pins they serve.")
+@click.option(
+    "--pristine",
+    type=click.Path(exists=True, path_type=Path),
+    help="Wheel or tree with original files, for patch diffs.",
+)
+@click.option("--unit", "units", multiple=True, help="Systemd unit to carry (repeatable).")
+@click.option("--jobs", type=click.IntRange(min=1), help="Hashing threads (default: all cores).")
+@click.option("--offline", is_flag=True, help="Never download (pristine wheels, vault).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def pack_command(
+    source: Path,
+    output: str | None,
+    python: Path | None,
+    name: str | None,
+    version: str | None,
+    compress: str | None,
+    wheels: str,
+    check_index: bool,
+    pristine: Path | None,
+    units: tuple[str, ...],
+    jobs: int | None,
+    offline: bool,
+    as_json: bool,
+) -> int:
+    """Snapshot SOURCE (a workspace with a venv) into <name>-<version>.tar."""
+    console = Console(stderr=True)
+    to_stdout = output == "-"
+    if output is not None and output.endswith("/"):
+        Path(output).mkdir(parents=True, exist_ok=True)
+    if to_stdout and as_json:
+        raise click.UsageError("--json and -o - both want stdout")
+    options = PackOptions(
+        source=source,
+        python=python,
+        output=None if output in (None, "-") else Path(output),
+        to_stdout=to_stdout,
+        name=name,
+        version=version,
+        compression=compress,  # type: ignore[arg-type]
+        wheels=wheels,  # type: ignore[arg-type]
+        check_index=check_index,
+        pristine=pristine,
+        units=units,
+        jobs=jobs,
+        download=not offline,
+    )
+    result = pack(options, progress=lambda message: console.print(f"[dim]pack:[/] {message}"))
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        _summary(console, result)
+    return EXIT_OK
+
+
+def _summary(console: Console, result: PackResult) -> None:
+    table = Table(title=f"{result.name} {result.version}", show_header=False)
+    table.add_row("bundle", str(result.path) if result.path else "stdout")
+    if result.path is not None:
+        table.add_row("size", f"{result.bundle_bytes / 2**20:.1f} MiB, {result.members} files")
+    table.add_row("distributions", str(result.distributions))
+    table.add_row("vault wheels", ", ".join(result.vault_wheels) or "none")
+    table.add_row("patched files", "\n".join(result.patched_files) or "none")
+    table.add_row("units", ", ".join(result.units) or "none")
+    table.add_row("models", ", ".join(result.models) or "none")
+    table.add_row("files", str(len(result.files)))
+    console.print(table)
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    if result.path is not None and not sys.stdout.isatty():
+        click.echo(str(result.path))

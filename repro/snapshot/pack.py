@@ -1,0 +1,684 @@
+"""`repro pack`: snapshot a workspace and its environment into one bundle archive.
+
+The stages each return plain data (facts, scan report, vault, units, models,
+files); `pack` gathers them into a list of members and streams the archive in
+one pass, hashing every member as it is written, with the manifest last.
+Nothing in SOURCE is written; a failed pack leaves nothing at the output path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from packaging.version import InvalidVersion, Version
+
+from repro import __version__
+from repro.archive import Compression, DeterministicTarWriter, member_order, source_date_epoch
+from repro.bundle import (
+    BundleInfo,
+    Engine,
+    Gpu,
+    LadderInfo,
+    LaunchCommand,
+    LaunchInfo,
+    ModelRef,
+    SourceInfo,
+    dump_bundle_info,
+)
+from repro.config import Config, load_config
+from repro.errors import InputError, UsageError
+from repro.manifest import MANIFEST_NAME, format_manifest
+from repro.patchset import dump_patchset
+from repro.snapshot import services as unit_capture
+from repro.snapshot.environment import EnvironmentFacts, find_interpreter, probe_environment
+from repro.snapshot.files import looks_secret
+from repro.snapshot.indexes import IndexConfig, read_index_config
+from repro.snapshot.installed import list_installed, scheme_paths
+from repro.snapshot.lock import (
+    WheelRef,
+    pins_from_facts,
+    pip_freeze,
+    render_pylock,
+    render_requirements_lock,
+    requires_python_of,
+)
+from repro.snapshot.models import ModelReference, describe_model
+from repro.snapshot.patchcollect import CollectedPatch, collect_patches
+from repro.snapshot.pristine import PristineCache
+from repro.snapshot.reproduce import (
+    PatchSummary,
+    ReproduceFacts,
+    render_reproduce,
+    render_setup_env,
+)
+from repro.snapshot.scan import ScanReport, scan_environment
+from repro.snapshot.toolwheels import tool_wheels
+from repro.snapshot.vault import VaultReport, build_vault
+from repro.snapshot.wheelbuild import PristineSource
+from repro.snapshot.workspace_patches import load_workspace_patches
+
+WheelsMode = Literal["auto", "all", "none"]
+Progress = Callable[[str], None]
+_SUFFIX: dict[Compression, str] = {"none": ".tar", "gz": ".tar.gz", "zst": ".tar.zst"}
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_PORT = re.compile(r"--port[ =](\d+)")
+DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000, "openai": 8000}
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    source: Path
+    python: Path | None = None
+    output: Path | None = None  # a file, a directory, or None for the current directory
+    to_stdout: bool = False
+    name: str | None = None
+    version: str | None = None
+    compression: Compression | None = None
+    wheels: WheelsMode = "auto"
+    check_index: bool = False
+    pristine: Path | None = None
+    units: tuple[str, ...] = ()
+    jobs: int | None = None
+    download: bool = True
+    tool_wheels: bool = True
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class PackResult:
+    path: Path | None
+    name: str
+    version: str
+    distributions: int
+    vault_wheels: tuple[str, ...]
+    patched_files: tuple[str, ...]
+    units: tuple[str, ...]
+    models: tuple[str, ...]
+    files: tuple[str, ...]
+    members: int
+    bundle_bytes: int
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path) if self.path else None,
+            "name": self.name,
+            "version": self.version,
+            "distributions": self.distributions,
+            "vault_wheels": list(self.vault_wheels),
+            "patched_files": list(self.patched_files),
+            "units": list(self.units),
+            "models": list(self.models),
+            "files": list(self.files),
+            "members": self.members,
+            "bundle_bytes": self.bundle_bytes,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass
+class _Members:
+    """Bundle-relative path -> a file to stream or bytes to write."""
+
+    items: dict[str, Path | bytes] = field(default_factory=dict)
+    executable: set[str] = field(default_factory=set)
+
+    def add(self, rel: str, content: Path | bytes, *, executable: bool = False) -> None:
+        if rel in self.items:
+            raise InputError(f"two inputs would land at {rel} in the bundle")
+        self.items[rel] = content
+        if executable:
+            self.executable.add(rel)
+
+    def newest_mtime(self) -> int:
+        times = [int(p.stat().st_mtime) for p in self.items.values() if isinstance(p, Path)]
+        return max(times, default=0)
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "repro"
+
+
+# --- names, versions and the output path ---------------------------------------------
+
+
+def bundle_name(options: PackOptions, config: Config) -> str:
+    raw = options.name or config.bundle.name or options.source.resolve().name
+    name = _NAME_CHARS.sub("-", raw).strip("-.") or "bundle"
+    return name
+
+
+def _existing_versions(directory: Path, name: str) -> list[Version]:
+    found: list[Version] = []
+    pattern = re.compile(rf"^{re.escape(name)}-(?P<version>.+?)\.tar(\.gz|\.zst)?$")
+    if not directory.is_dir():
+        return found
+    for path in directory.iterdir():
+        match = pattern.match(path.name)
+        if match:
+            with contextlib.suppress(InvalidVersion):
+                found.append(Version(match.group("version")))
+    return found
+
+
+def next_version(directory: Path, name: str) -> str:
+    """One more than the newest bundle of `name` in `directory`: 1, 2, ... or x.y -> x.(y+1)."""
+    versions = _existing_versions(directory, name)
+    if not versions:
+        return "1"
+    newest = max(versions)
+    release = list(newest.release)
+    release[-1] += 1
+    return ".".join(str(part) for part in release)
+
+
+def _output_dir(options: PackOptions) -> Path:
+    if options.output is None:
+        return Path.cwd()
+    if options.output.is_dir():
+        return options.output
+    return options.output.parent
+
+
+def _compression(options: PackOptions) -> Compression:
+    if options.compression is not None:
+        return options.compression
+    if options.output is not None and not options.output.is_dir():
+        name = options.output.name
+        if name.endswith((".tar.gz", ".tgz")):
+            return "gz"
+        if name.endswith((".tar.zst", ".tzst")):
+            return "zst"
+    return "none"
+
+
+def _output_path(options: PackOptions, top: str, compression: Compression) -> Path:
+    if options.output is not None and not options.output.is_dir():
+        return options.output
+    return _output_dir(options) / f"{top}{_SUFFIX[compression]}"
+
+
+def _refuse_output_inside(output: Path, facts: EnvironmentFacts) -> None:
+    prefix = Path(facts.python.prefix).resolve()
+    resolved = output.resolve()
+    if resolved == prefix or resolved.is_relative_to(prefix):
+        raise UsageError(
+            f"output {output} is inside the environment being packed ({prefix})",
+            hint="write the bundle somewhere outside the venv",
+        )
+
+
+# --- stages ----------------------------------------------------------------------------
+
+
+def _indexes_list(indexes: IndexConfig) -> list[str]:
+    urls = [indexes.index_url or "https://pypi.org/simple"]
+    return urls + list(indexes.extra_index_urls)
+
+
+def _vault_pristine(
+    scan: ScanReport,
+    found_pristine: dict[tuple[str, str], bytes],
+    warnings: list[str],
+) -> dict[str, PristineSource]:
+    """For vaulted distributions with patched files: the bytes a clean wheel must hold.
+
+    Where no pristine copy exists (an air-gapped source with an empty pip cache),
+    the wheel is built from the patched bytes instead: the target then installs
+    the patched file directly and the patch step finds it already applied.
+    """
+    by_dist: dict[str, dict[str, Path | bytes]] = {}
+    for item in scan.patched:
+        site = Path(scan.site_dirs.get(item.dist, ""))
+        content: Path | bytes | None = found_pristine.get((item.dist, item.path))
+        if content is None and item.kind == "modified":
+            content = site / item.path
+        if content is not None:
+            by_dist.setdefault(item.dist, {})[item.path] = content
+
+    def source_for(dist: str, table: dict[str, Path | bytes]) -> PristineSource:
+        def read(path: str) -> bytes | None:
+            value = table.get(path)
+            if value is None:
+                return None
+            if isinstance(value, Path):
+                warnings.append(
+                    f"vault wheel of {dist} carries the patched {path} (no pristine copy)"
+                )
+                return value.read_bytes()
+            return value
+
+        return read
+
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(d): source_for(d, t) for d, t in by_dist.items()}
+
+
+def _units(options: PackOptions, config: Config, facts: EnvironmentFacts) -> list[Any]:
+    paths = list(config.services.units)
+    if not paths:
+        paths = unit_capture.discover_units(options.source / "services")
+    paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
+    models_dir = config.models.drafter.parent if config.models.drafter else None
+    mapping = unit_capture.PathMap.build(
+        venv=Path(facts.python.prefix), home=options.source.resolve(), models=models_dir
+    )
+    return [unit_capture.capture_unit(path, mapping) for path in paths]
+
+
+def _models(options: PackOptions, config: Config) -> list[ModelReference]:
+    refs: list[ModelReference] = []
+    drafter = config.models.drafter
+    if drafter is None and (options.source / "drafter").is_dir():
+        drafter = options.source / "drafter"
+    if drafter is not None:
+        refs.append(describe_model(drafter, name="drafter", role="drafter"))
+    for name, path in sorted(config.models.others.items()):
+        refs.append(describe_model(path, name=name, role="target"))
+    return refs
+
+
+def _launch(config: Config) -> LaunchInfo:
+    commands = []
+    for index, text in enumerate(config.launch.commands):
+        engine: Engine = "sglang" if "sglang" in text else "vllm" if "vllm" in text else "openai"
+        port_match = _PORT.search(text)
+        port = int(port_match.group(1)) if port_match else DEFAULT_PORTS[engine]
+        if config.ladder.port is not None:
+            port = config.ladder.port
+        commands.append(
+            LaunchCommand(name=f"launch-{index + 1}", port=port, engine=engine, shell=text)
+        )
+    return LaunchInfo(tuple(commands))
+
+
+def _source_info(facts: EnvironmentFacts) -> SourceInfo:
+    torch = next((m for m in facts.modules if m.module == "torch"), None)
+    torch_facts = torch.torch if torch else None
+    gpus = tuple(
+        Gpu(
+            name=gpu.name,
+            compute_capability=gpu.compute_cap or "",
+            memory_mib=int(gpu.memory_total or 0) if (gpu.memory_total or "").isdigit() else 0,
+        )
+        for gpu in facts.nvidia_smi.gpus
+    )
+    driver = next((g.driver_version for g in facts.nvidia_smi.gpus if g.driver_version), None)
+    libc = facts.platform.libc_version
+    return SourceInfo(
+        python=facts.python.version,
+        implementation=facts.python.implementation,
+        platform=facts.platform.platform,
+        glibc=libc or "",
+        torch=(torch.distribution_version or torch.version) if torch else None,
+        torch_cuda=torch_facts.cuda if torch_facts else None,
+        torch_arch_list=tuple(torch_facts.arch_list) if torch_facts else (),
+        gpus=gpus,
+        driver=driver,
+        cuda_driver_version=facts.nvidia_smi.driver_cuda_version,
+    )
+
+
+def _model_ref(ref: ModelReference) -> ModelRef:
+    return ModelRef(
+        name=ref.name,
+        role=ref.role,  # type: ignore[arg-type]
+        total_bytes=ref.total_bytes,
+        file_count=ref.file_count,
+        repo_id=ref.repo_id,
+        revision=ref.revision,
+        local_path=ref.local_path,
+        small_files=dict(ref.small_files),
+    )
+
+
+def _vault_toml(report: VaultReport) -> bytes:
+    import tomli_w
+
+    wheels = [
+        {
+            "name": w.name,
+            "version": w.version,
+            "filename": w.filename,
+            "sha256": w.sha256,
+            "reason": w.reason,
+            "source": w.source,
+        }
+        for w in sorted(report.wheels, key=lambda w: w.filename)
+    ]
+    return tomli_w.dumps({"wheels": wheels}).encode()
+
+
+def _count_lines(diff: str | None) -> tuple[int, int]:
+    if not diff:
+        return 0, 0
+    added = sum(
+        1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")
+    )
+    removed = sum(
+        1 for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")
+    )
+    return added, removed
+
+
+# --- the pack ----------------------------------------------------------------------------
+
+
+def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResult:
+    say = progress or (lambda message: None)
+    source = options.source
+    if not source.exists():
+        raise UsageError(f"{source}: no such directory")
+    if not source.is_dir():
+        raise UsageError(f"{source}: not a directory", hint="SOURCE is a workspace directory")
+    config = load_config(source)
+    python = find_interpreter(source, options.python or config.env.python or _venv_python(config))
+    say(f"probing {python}")
+    facts = probe_environment(python)
+    compression = _compression(options)
+    name = bundle_name(options, config)
+    version = options.version or config.bundle.version or next_version(_output_dir(options), name)
+    output = None if options.to_stdout else _output_path(options, f"{name}-{version}", compression)
+    if output is not None:
+        _refuse_output_inside(output, facts)
+    warnings: list[str] = []
+    members = _Members()
+    cache_dir = options.cache_dir or default_cache_dir()
+
+    with tempfile.TemporaryDirectory(prefix="repro-pack-") as temp_name:
+        temp = Path(temp_name)
+        say("freezing the pinned stack")
+        freeze = pip_freeze(python, facts)
+        pins = pins_from_facts(facts)
+        indexes = read_index_config(Path(facts.python.prefix), source=source)
+
+        say("scanning installed files against RECORD")
+        scan = scan_environment(
+            facts,
+            packages=config.patches.packages or None,
+            ignore=config.patches.ignore,
+            jobs=options.jobs,
+        )
+        workspace = []
+        if config.patches.workspace is not None:
+            workspace = load_workspace_patches(
+                config.patches.workspace.dir, config.patches.workspace.map, facts=facts
+            )
+        cache = PristineCache(python, temp / "pristine", download=options.download)
+        patches, patch_warnings, found_pristine = collect_patches(
+            scan,
+            pristine=options.pristine or config.patches.pristine,
+            cache=cache,
+            workspace=workspace,
+        )
+        warnings += patch_warnings
+
+        say(f"building the wheel vault (--wheels {options.wheels})")
+        site = Path(facts.python.purelib)
+        dists = list_installed(site)
+        if Path(facts.python.platlib) != site:
+            dists += list_installed(Path(facts.python.platlib))
+        vault_dir = temp / "wheels"
+        vault_dir.mkdir()
+        vault = build_vault(
+            dists,
+            mode=options.wheels,
+            out_dir=vault_dir,
+            indexes=_indexes_list(indexes),
+            check_index=options.check_index,
+            python=python,
+            scheme=scheme_paths(python),
+            pristine=_vault_pristine(scan, found_pristine, warnings),
+            download=options.download,
+            jobs=options.jobs,
+        )
+        warnings += vault.warnings
+
+        units = _units(options, config, facts)
+        for unit in units:
+            warnings += unit.warnings
+        models = _models(options, config)
+        carried = [p for p in config.files.matched if not looks_secret(p)]
+        warnings += [f"{p}: looks like a credential; not carried" for p in config.files.matched
+                     if looks_secret(p)]  # fmt: skip
+
+        # -- members -------------------------------------------------------------------
+        hashes: dict[str, list[str]] = {}
+        wheel_refs: dict[str, list[WheelRef]] = {}
+        if vault.index is not None:
+            for dist_name, files in vault.index.found.items():
+                hashes[dist_name] = sorted({f.sha256 for f in files if f.sha256})
+                wheel_refs[dist_name] = [
+                    WheelRef(f.filename, f.sha256, url=f.url) for f in files if f.sha256
+                ]
+        for wheel in vault.wheels:
+            members.add(f"env/wheels/{wheel.filename}", vault_dir / wheel.filename)
+            wheel_refs.setdefault(wheel.name, []).append(
+                WheelRef(wheel.filename, wheel.sha256, path=f"wheels/{wheel.filename}")
+            )
+        members.add("env/pip-freeze.txt", freeze.text.encode())
+        members.add(
+            "env/requirements.lock",
+            render_requirements_lock(pins, indexes, hashes=hashes or None).encode(),
+        )
+        members.add(
+            "env/pylock.toml",
+            render_pylock(
+                pins, indexes, requires_python=requires_python_of(facts), wheels=wheel_refs
+            ).encode(),
+        )
+        members.add("env/environment.json", facts.to_json().encode())
+        members.add("env/vault.toml", _vault_toml(vault))
+        _add_patches(members, patches)
+        for unit in units:
+            members.add(f"services/{unit.name}", unit.content)
+            for env_file in unit.environment_files:
+                members.add(f"services/{env_file.bundle_name}", env_file.content)
+        for ref in models:
+            for filename, path in ref.copied:
+                members.add(f"models/{ref.name}/{filename}", path)
+        for path in carried:
+            members.add(f"files/{path.relative_to(source).as_posix()}", path)
+
+        epoch = source_date_epoch(default=max(members.newest_mtime(), _record_mtime(facts)))
+        created = datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        info = BundleInfo(
+            name=name,
+            version=version,
+            created=created,
+            tool_version=__version__,
+            source=_source_info(facts),
+            launch=_launch(config),
+            ladder=LadderInfo(
+                rungs=config.ladder.rungs,
+                expected_text=None,
+                timeout_s=config.ladder.timeout,
+            ),
+            models=tuple(_model_ref(ref) for ref in models),
+        )
+        members.add("bundle.toml", dump_bundle_info(info))
+        top = info.top_dir
+        bundle_file = output.name if output is not None else f"{top}.tar"
+        members.add(
+            "REPRODUCE.md",
+            render_reproduce(
+                _reproduce_facts(info, facts, bundle_file, vault, patches, units, models)
+            ).encode(),
+        )
+        tool_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        members.add(
+            "setup_env.sh",
+            render_setup_env(tool_version=__version__, tool_python=tool_python).encode(),
+            executable=True,
+        )
+        if options.tool_wheels:
+            say("adding repro's own wheels for setup_env.sh")
+            for wheel_path in tool_wheels(cache_dir / "tool-wheels", source_date_epoch=epoch):
+                members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
+        members.add(
+            "env/pack-report.json",
+            (json.dumps({"warnings": sorted(set(warnings))}, indent=2) + "\n").encode(),
+        )
+
+        say(f"writing {output or 'stdout'}")
+        size = _write_bundle(members, output, top=top, mtime=epoch, compression=compression)
+
+    return PackResult(
+        path=output,
+        name=name,
+        version=version,
+        distributions=len(facts.distributions),
+        vault_wheels=tuple(sorted(w.filename for w in vault.wheels)),
+        patched_files=tuple(f"{p.entry.dist}: {p.entry.path} ({p.entry.kind})" for p in patches),
+        units=tuple(u.name for u in units),
+        models=tuple(r.name for r in models),
+        files=tuple(p.relative_to(source).as_posix() for p in carried),
+        members=len(members.items) + 1,
+        bundle_bytes=size,
+        warnings=tuple(sorted(set(warnings))),
+    )
+
+
+def _venv_python(config: Config) -> Path | None:
+    return config.env.venv / "bin" / "python" if config.env.venv else None
+
+
+def _record_mtime(facts: EnvironmentFacts) -> int:
+    times = []
+    for dist in facts.distributions:
+        record = Path(dist.metadata_dir) / "RECORD"
+        with contextlib.suppress(OSError):
+            times.append(int(record.stat().st_mtime))
+    return max(times, default=0)
+
+
+def _add_patches(members: _Members, patches: Sequence[CollectedPatch]) -> None:
+    entries = []
+    for patch in patches:
+        entries.append(patch.entry)
+        full = patch.entry.full_member
+        if full is not None and patch.full is not None:
+            members.add(f"patches/{full}", patch.full, executable=patch.entry.executable)
+        diff = patch.entry.diff_member
+        if diff is not None and patch.diff is not None:
+            members.add(f"patches/{diff}", patch.diff.encode())
+    members.add("patches/patches.toml", dump_patchset(entries))
+
+
+def _reproduce_facts(
+    info: BundleInfo,
+    facts: EnvironmentFacts,
+    bundle_file: str,
+    vault: VaultReport,
+    patches: Sequence[CollectedPatch],
+    units: Sequence[Any],
+    models: Sequence[ModelReference],
+) -> ReproduceFacts:
+    source = info.source
+    hardware = [
+        f"GPU: {gpu.name} (compute capability {gpu.compute_capability}, {gpu.memory_mib} MiB)"
+        for gpu in source.gpus
+    ]
+    if source.driver:
+        hardware.append(f"NVIDIA driver {source.driver} (CUDA {source.cuda_driver_version})")
+    environment = [
+        f"Python {source.python} ({source.implementation}) on {source.platform}, glibc "
+        f"{source.glibc or 'unknown'}",
+        f"{len(facts.distributions)} distributions; torch {source.torch or 'not installed'}"
+        + (f" built for CUDA {source.torch_cuda}" if source.torch_cuda else ""),
+    ]
+    if source.torch_arch_list:
+        environment.append(f"torch arch list: {', '.join(source.torch_arch_list)}")
+    if facts.cuda_toolkit.nvcc_version:
+        environment.append(f"nvcc {facts.cuda_toolkit.nvcc_version}")
+    summaries = []
+    for patch in patches:
+        added, removed = _count_lines(patch.diff)
+        entry = patch.entry
+        summaries.append(
+            PatchSummary(entry.dist, entry.version, entry.path, entry.kind, added, removed)
+        )
+    launch = []
+    for command in info.launch.commands:
+        launch.append(command.shell or " ".join(command.argv or ()))
+    model_lines = [
+        f"{m.name} ({m.role}): {m.repo_id or m.local_path}"
+        + (f" @ {m.revision}" if m.revision else "")
+        + f", {m.file_count} files, {m.total_bytes / 2**30:.2f} GiB"
+        for m in models
+    ]
+    return ReproduceFacts(
+        name=info.name,
+        version=info.version,
+        top=info.top_dir,
+        bundle_file=bundle_file,
+        created=info.created,
+        tool_version=info.tool_version,
+        python_version=source.python,
+        hardware=hardware,
+        environment=environment,
+        torch_cuda=source.torch_cuda or "n/a",
+        vault=[(w.filename, w.reason, w.source) for w in vault.wheels],
+        patches=summaries,
+        services=[u.name for u in units],
+        launch=launch,
+        models=model_lines,
+    )
+
+
+@contextlib.contextmanager
+def _partial_output(output: Path) -> Iterator[BinaryIO]:
+    """A temp file beside `output`, renamed over it only when everything was written."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, output)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+        raise
+
+
+def _stream_members(
+    members: _Members, out: BinaryIO, *, top: str, mtime: int, compression: Compression
+) -> None:
+    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
+        for rel in sorted(members.items, key=member_order):
+            content = members.items[rel]
+            executable = rel in members.executable
+            if isinstance(content, Path):
+                writer.add_file(rel, content, executable=executable or None)
+            else:
+                writer.add_bytes(rel, content, executable=executable)
+        writer.add_bytes(MANIFEST_NAME, format_manifest(writer.digests.items()))
+
+
+def _write_bundle(
+    members: _Members, output: Path | None, *, top: str, mtime: int, compression: Compression
+) -> int:
+    if output is None:
+        stdout = sys.stdout.buffer
+        _stream_members(members, stdout, top=top, mtime=mtime, compression=compression)
+        stdout.flush()
+        return 0
+    with _partial_output(output) as stream:
+        _stream_members(members, stream, top=top, mtime=mtime, compression=compression)
+    return output.stat().st_size

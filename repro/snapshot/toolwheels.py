@@ -1,0 +1,99 @@
+"""Wheels of repro itself and of its own dependencies, for a bundle's setup_env.sh.
+
+A box with Python and no network must be able to install repro from the
+bundle. The wheels are rebuilt from the tool's own installed files (checked
+against RECORD), or built from source for an editable install, and cached by
+content so repeated packs do not rebuild them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import sysconfig
+from importlib import metadata
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from repro.snapshot.installed import InstalledDist, list_installed
+from repro.snapshot.wheelbuild import build_from_source, rebuild_wheel
+
+TOOL = "repro"
+
+
+def requirement_closure(root: str = TOOL) -> list[str]:
+    """Canonical names of `root` and everything it needs here, by its metadata."""
+    environment: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
+    environment["extra"] = ""
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        seen.add(name)
+        for text in requires:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate(environment):
+                todo.append(requirement.name)
+    return sorted(seen)
+
+
+def _editable_source(dist: InstalledDist) -> Path | None:
+    if not dist.editable or not dist.direct_url:
+        return None
+    url = str(dist.direct_url.get("url", ""))
+    return Path(url.removeprefix("file://")) if url.startswith("file://") else None
+
+
+def _source_digest(source: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and ".venv" not in path.parts:
+            rel = path.relative_to(source).as_posix()
+            if rel.startswith(("repro/", "bundle_templates/")) or rel == "pyproject.toml":
+                digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def tool_wheels(cache_root: Path, *, source_date_epoch: int) -> list[Path]:
+    """Wheels of repro and its dependencies; built once per content, then reused."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    installed = {d.canonical_name: d for d in list_installed(site)}
+    wanted = [installed[name] for name in requirement_closure() if name in installed]
+    key = hashlib.sha256()
+    key.update(f"{sys.version_info[:2]}:{source_date_epoch}".encode())
+    for dist in wanted:
+        key.update(f"{dist.canonical_name}=={dist.version};".encode())
+        source = _editable_source(dist)
+        if source is not None:
+            key.update(_source_digest(source).encode())
+    cache = cache_root / key.hexdigest()[:24]
+    if (cache / ".complete").exists():
+        return sorted(cache.glob("*.whl"))
+    staging = cache.with_name(cache.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for dist in wanted:
+        source = _editable_source(dist)
+        if source is not None:
+            build_from_source(
+                source, Path(sys.executable), staging, source_date_epoch=source_date_epoch
+            )
+        else:
+            rebuild_wheel(dist, staging, source_date_epoch=source_date_epoch)
+    (staging / ".complete").write_text("")
+    shutil.rmtree(cache, ignore_errors=True)
+    staging.rename(cache)
+    return sorted(cache.glob("*.whl"))
