@@ -11,8 +11,9 @@ import click
 from repro import __version__
 from repro.cli._common import run_guarded
 from repro.cli.check import check_command
+from repro.cli.smoke import smoke_command
 
-COMMANDS: list[click.Command] = [check_command]
+COMMANDS: list[click.Command] = [check_command, smoke_command]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
