@@ -95,8 +95,7 @@ def cached_venv(recipe: VenvRecipe, timeout: float = 1800) -> Path:
         python = str(venv_python(venv))
         if recipe.requirements:
             _run(
-                [python, "-m", "pip", "install", "--quiet", *recipe.pip_args,
-                 *recipe.requirements],
+                [python, "-m", "pip", "install", "--quiet", *recipe.pip_args, *recipe.requirements],
                 log,
                 timeout,
             )
@@ -104,3 +103,30 @@ def cached_venv(recipe: VenvRecipe, timeout: float = 1800) -> Path:
             _run([python, "-m", "pip", "uninstall", "--yes", *recipe.uninstall], log, timeout)
         marker.write_text(json.dumps({"recipe": recipe.name}) + "\n")
     return venv
+
+
+def python_without_headers(version: str = "3.11") -> Path:
+    """An interpreter whose installation has no include/ (no Python.h), like a distro
+    Python without its -dev package: the real binary and the real standard library,
+    laid out under a new prefix that has no headers.  Cached like the venvs."""
+    base = find_python(version).resolve()
+    prefix = base.parent.parent
+    stdlib = prefix / "lib" / f"python{version}"
+    if not (stdlib / "os.py").exists():
+        raise FileNotFoundError(f"{stdlib}: not a standard prefix layout")
+    digest = hashlib.sha256(f"{RECIPE_VERSION}:{base}".encode()).hexdigest()[:16]
+    root = cache_root() / f"python-noheaders-{digest}"
+    python = root / "bin" / f"python{version}"
+    marker = root / ".repro-test-complete"
+    with (cache_root() / f"python-noheaders-{digest}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return python
+        if root.exists():
+            shutil.rmtree(root)
+        (root / "bin").mkdir(parents=True)
+        (root / "lib").mkdir()
+        shutil.copy2(base, python)
+        (root / "lib" / f"python{version}").symlink_to(stdlib)
+        marker.write_text("{}\n")
+    return python

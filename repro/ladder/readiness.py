@@ -55,7 +55,7 @@ def probe_health(launch: LaunchSpec, timeout: float) -> ProbeResult:
     try:
         response = requests.get(base_url(launch) + path, timeout=timeout)
     except requests.Timeout:
-        return ProbeResult(Probe.STARTING, f"GET {path}: no answer within {timeout:g} s")
+        return ProbeResult(Probe.STARTING, f"GET {path}: no answer within {timeout:.1f} s")
     except requests.ConnectionError:
         return ProbeResult(Probe.STARTING, f"GET {path}: connection refused")
     if response.status_code == 200:
@@ -138,7 +138,9 @@ def generate(launch: LaunchSpec, model: str | None, timeout: float) -> Generatio
     try:
         response = requests.post(base_url(launch) + path, json=body, stream=True, timeout=timeout)
     except requests.Timeout as exc:
-        raise GenerationError(Probe.BROKEN, f"POST {path}: no answer within {timeout:g} s") from exc
+        raise GenerationError(
+            Probe.BROKEN, f"POST {path}: no answer within {timeout:.1f} s"
+        ) from exc
     except requests.ConnectionError as exc:
         raise GenerationError(Probe.STARTING, f"POST {path}: connection refused") from exc
     with response:

@@ -316,5 +316,7 @@ def engine_rung(spec: LadderSpec) -> RungResult:
         for e in facts.get("engines", [])
     ]
     patched = len(facts.get("patched", []))
-    summary = ", ".join(parts) + (f"; {patched} patched file(s) verified" if patched else "")
+    if patched:
+        parts.append(f"{patched} patched file(s) verified")
+    summary = "; ".join(parts)
     return _passed("engine", run, summary, facts)

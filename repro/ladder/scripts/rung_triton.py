@@ -102,7 +102,12 @@ def run(cpu: bool, workdir: Path) -> None:
         emit({"skip": "triton is not installed in this environment", "facts": facts})
         return
 
-    import triton
+    try:
+        import triton
+    except Exception as exc:
+        facts["failure"] = failure("import", exc, "")
+        emit({"facts": facts})
+        return
 
     include = sysconfig.get_paths()["include"]
     facts.update(
