@@ -78,6 +78,10 @@ def test_health_200_while_generation_fails_is_a_failure(tmp_path: Path) -> None:
     assert "generation failed" in result.summary
     assert "HTTP 500" in result.summary
     assert "head_dim=16" in tail_text(result)
+    assert result.facts["log_errors"] == [
+        "RuntimeError: attention kernel does not support head_dim=16"
+    ]
+    assert result.output_tail[0].startswith("[error in log] RuntimeError")
     assert result.duration_s < 30
 
 

@@ -142,7 +142,7 @@ def test_launch_from_command_finds_the_port() -> None:
     launch = launch_from_command("python -m sglang.launch_server --port=31000", None, None)
     assert (launch.port, launch.engine) == (31000, "sglang")
     launch = launch_from_command("python -m vllm.entrypoints.openai.api_server", 8001, None)
-    assert (launch.port, launch.engine) == (8001, "openai")
+    assert (launch.port, launch.engine) == (8001, "vllm")
     with pytest.raises(InputError, match="cannot tell the port"):
         launch_from_command("serve", None, None)
 

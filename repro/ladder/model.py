@@ -40,7 +40,7 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     expected_text: str | None = None
     prompt: str = "The capital of France is"
-    max_tokens: int = 16
+    max_tokens: int = 32
     host: str = "127.0.0.1"
 
     @property

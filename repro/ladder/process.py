@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -112,3 +113,28 @@ def log_tail(path: Path, lines: int = 40) -> tuple[str, ...]:
     except OSError:
         return ()
     return tuple(text.splitlines()[-lines:])
+
+
+_WARNING = re.compile(r"\bWARN(ING)?\b")
+_ERROR_LINE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def log_errors(path: Path, limit: int = 5) -> tuple[str, ...]:
+    """The first distinct ``SomethingError: message`` lines of a log: usually the root
+    cause, which a long traceback and shutdown noise push out of the tail."""
+    found: list[str] = []
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                text = raw.decode("utf-8", errors="replace").rstrip()
+                match = _ERROR_LINE.search(text)
+                if match is None or _WARNING.search(text):
+                    continue
+                line = f"{match.group(1)}: {match.group(2)}"
+                if line not in found:
+                    found.append(line)
+                    if len(found) >= limit:
+                        break
+    except OSError:
+        return ()
+    return tuple(found)

@@ -152,7 +152,6 @@ def generate(launch: LaunchSpec, model: str | None, timeout: float) -> Generatio
         chunks = 0
         usage_tokens: int | None = None
         first: float | None = None
-        last = started
         try:
             for event in _events(response):
                 if time.monotonic() - started > timeout:
@@ -161,9 +160,7 @@ def generate(launch: LaunchSpec, model: str | None, timeout: float) -> Generatio
                 if tokens is not None:
                     usage_tokens = tokens
                 if piece:
-                    now = time.monotonic()
-                    first = now if first is None else first
-                    last = now
+                    first = time.monotonic() if first is None else first
                     chunks += 1
                     text = piece if launch.engine == "sglang" else text + piece
         except requests.RequestException as exc:
@@ -174,8 +171,9 @@ def generate(launch: LaunchSpec, model: str | None, timeout: float) -> Generatio
     tokens = usage_tokens if usage_tokens is not None else chunks
     if tokens == 0 or first is None:
         raise GenerationError(Probe.BROKEN, f"POST {path}: HTTP 200 but no tokens came back")
-    decode = last - first
-    rate = (tokens - 1) / decode if tokens > 1 and decode > 0 else None
+    # End to end (time to first token included): engines coalesce streamed chunks,
+    # so a rate taken between chunks alone can be wildly off.
+    rate = tokens / total if total > 0 else None
     return Generation(text, tokens, first - started, total, rate)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.ladder.model import LadderSpec, LaunchSpec, RungResult, RungStatus, Timeouts
-from repro.ladder.process import log_tail, port_taken, start_server, stop_group
+from repro.ladder.process import log_errors, log_tail, port_taken, start_server, stop_group
 from repro.ladder.readiness import (
     Generation,
     GenerationError,
@@ -128,12 +128,17 @@ def server_rung(spec: LadderSpec) -> RungResult:
             outcome = _wait_for_generation(launch, process, spec.timeouts, started)
         except _NotReady as exc:
             outcome = exc
+        # Before teardown: shutdown noise would push the cause out of the tail.
+        tail = log_tail(log_path)
     finally:
         # Runs on success, failure and KeyboardInterrupt alike.
         left = stop_group(process, spec.timeouts.grace)
     duration = time.monotonic() - started
     facts["exit_code"] = process.returncode
-    tail = log_tail(log_path)
+    errors = log_errors(log_path)
+    if errors:
+        facts["log_errors"] = list(errors)
+        tail = (*(f"[error in log] {line}" for line in errors), "...", *tail)
     if left:
         facts["left_running"] = list(left)
         return RungResult(

@@ -50,7 +50,9 @@ def _table(document: Mapping[str, Any], key: str, path: Path) -> Mapping[str, An
 
 
 def guess_engine(command: str) -> str:
-    return "sglang" if "sglang" in command else "openai"
+    if "sglang" in command:
+        return "sglang"
+    return "vllm" if "vllm" in command else "openai"
 
 
 def port_from_argv(argv: tuple[str, ...]) -> int | None:
