@@ -16,6 +16,11 @@ from typing import Any
 MARKER = "@@repro-rung-result@@"
 
 
+def nccl_version(torch: Any) -> str:
+    version = torch.cuda.nccl.version()  # a tuple in recent torch, an int in old ones
+    return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+
+
 def worker(rank: int, world: int, port: int, size_mb: int, iters: int, result: str) -> None:
     import torch
     import torch.distributed as dist
@@ -53,7 +58,7 @@ def worker(rank: int, world: int, port: int, size_mb: int, iters: int, result: s
                 "seconds_per_op": elapsed,
                 "algbw_gbps": algbw,
                 "busbw_gbps": algbw * 2 * (world - 1) / world,
-                "nccl_version": ".".join(str(v) for v in torch.cuda.nccl.version()),
+                "nccl_version": nccl_version(torch),
             }
             with open(result, "w") as handle:
                 json.dump(document, handle)
