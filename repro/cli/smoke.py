@@ -53,7 +53,11 @@ def _render_table(console: Console, report: LadderReport) -> None:
 @click.command("smoke")
 @click.option("--venv", type=click.Path(path_type=Path, file_okay=False), help="Target venv.")
 @click.option("--python", "python", type=click.Path(path_type=Path), help="Target interpreter.")
-@click.option("--bundle", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option(
+    "--bundle",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Unpacked bundle: python version, launch command, patched files, ladder settings.",
+)
 @click.option("--rungs", help="Comma-separated: python,torch,triton,nccl,engine,server.")
 @click.option("--cpu", is_flag=True, help="No GPU: float32 matmul on the CPU, skip nccl.")
 @click.option("--keep-going", is_flag=True, help="Run the remaining rungs after a failure.")

@@ -79,7 +79,7 @@ def _torch_hint(facts: Mapping[str, Any]) -> str:
     )
 
 
-def _check_arch(facts: Mapping[str, Any]) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+def check_arch(facts: Mapping[str, Any]) -> tuple[list[str], list[str], list[dict[str, Any]]]:
     errors: list[str] = []
     warnings: list[str] = []
     verdicts: list[dict[str, Any]] = []
@@ -98,7 +98,7 @@ def _check_arch(facts: Mapping[str, Any]) -> tuple[list[str], list[str], list[di
     return errors, warnings, verdicts
 
 
-def _check_matmul(facts: Mapping[str, Any], cpu: bool) -> tuple[list[str], list[str]]:
+def check_matmul(facts: Mapping[str, Any], cpu: bool) -> tuple[list[str], list[str]]:
     errors: list[str] = []
     notes: list[str] = []
     tolerance = FLOAT32_TOLERANCE if cpu else BF16_TOLERANCE
@@ -132,7 +132,7 @@ def torch_rung(spec: LadderSpec) -> RungResult:
     facts = facts_of(run)
     if not spec.cpu and not facts.get("cuda_available"):
         return failed("torch", run, "CUDA is not available to torch", _torch_hint(facts), facts)
-    errors, warnings, verdicts = ([], [], []) if spec.cpu else _check_arch(facts)
+    errors, warnings, verdicts = ([], [], []) if spec.cpu else check_arch(facts)
     facts["arch_verdicts"] = verdicts
     if errors:
         return failed(
@@ -144,7 +144,7 @@ def torch_rung(spec: LadderSpec) -> RungResult:
             "newer builds)",
             facts,
         )
-    matmul_errors, notes = _check_matmul(facts, spec.cpu)
+    matmul_errors, notes = check_matmul(facts, spec.cpu)
     if matmul_errors:
         return failed(
             "torch",
