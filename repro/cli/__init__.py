@@ -14,8 +14,15 @@ from repro.cli.check import check_command
 from repro.cli.init import init_command
 from repro.cli.pack import pack_command
 from repro.cli.scan import scan_command
+from repro.cli.smoke import smoke_command
 
-COMMANDS: list[click.Command] = [check_command, init_command, pack_command, scan_command]
+COMMANDS: list[click.Command] = [
+    check_command,
+    init_command,
+    pack_command,
+    scan_command,
+    smoke_command,
+]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,0 +1,107 @@
+"""`repro smoke`: climb the smoke-test ladder in a target environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from repro.cli._common import echo_json
+from repro.errors import EXIT_OK, EXIT_SMOKE
+from repro.ladder import LadderReport, RungResult, RungStatus, parse_rungs, run_ladder
+from repro.ladder.options import SmokeOptions, spec_from_options
+
+STYLE = {RungStatus.PASS: "green", RungStatus.FAIL: "bold red", RungStatus.SKIP: "yellow"}
+TAIL_SHOWN = 15
+
+
+def _render_rung(console: Console, result: RungResult) -> None:
+    style = STYLE[result.status]
+    console.print(
+        f"[{style}]{result.status.value:4}[/{style}] {result.name:7} "
+        f"{result.duration_s:7.1f} s  {result.summary}",
+        highlight=False,
+        markup=True,
+        soft_wrap=True,
+    )
+    for warning in result.warnings:
+        console.print(f"             warning: {warning}", highlight=False, markup=False)
+    if result.status is RungStatus.FAIL:
+        if result.hint:
+            console.print(f"             hint: {result.hint}", highlight=False, markup=False)
+        log = result.facts.get("log")
+        if log:
+            console.print(f"             log: {log}", highlight=False, markup=False)
+        for line in result.output_tail[-TAIL_SHOWN:]:
+            console.print(f"             | {line}", highlight=False, markup=False)
+
+
+def _render_table(console: Console, report: LadderReport) -> None:
+    table = Table(title=f"smoke ladder: {report.python}")
+    for column in ("rung", "status", "time", "result"):
+        table.add_column(column)
+    for r in report.results:
+        style = STYLE[r.status]
+        table.add_row(
+            r.name, f"[{style}]{r.status.value}[/{style}]", f"{r.duration_s:.1f} s", r.summary
+        )
+    console.print(table)
+
+
+@click.command("smoke")
+@click.option("--venv", type=click.Path(path_type=Path, file_okay=False), help="Target venv.")
+@click.option("--python", "python", type=click.Path(path_type=Path), help="Target interpreter.")
+@click.option(
+    "--bundle",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Unpacked bundle: python version, launch command, patched files, ladder settings.",
+)
+@click.option("--rungs", help="Comma-separated: python,torch,triton,nccl,engine,server.")
+@click.option("--cpu", is_flag=True, help="No GPU: float32 matmul on the CPU, skip nccl.")
+@click.option("--keep-going", is_flag=True, help="Run the remaining rungs after a failure.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--launch", help="Server command to launch for the server rung.")
+@click.option("--service", help="Take the launch command from this systemd unit's ExecStart.")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port the server listens on.")
+@click.option("--engine", type=click.Choice(["sglang", "vllm", "openai"]), help="Server API.")
+@click.option("--timeout", type=click.FloatRange(min=1), help="Server readiness timeout (s).")
+@click.option("--log-dir", type=click.Path(path_type=Path, file_okay=False), help="Server logs.")
+def smoke_command(
+    venv: Path | None,
+    python: Path | None,
+    bundle: Path | None,
+    rungs: str | None,
+    cpu: bool,
+    keep_going: bool,
+    as_json: bool,
+    launch: str | None,
+    service: str | None,
+    port: int | None,
+    engine: str | None,
+    timeout: float | None,
+    log_dir: Path | None,
+) -> int:
+    """Check that an environment really works, from python to a served generation."""
+    options = SmokeOptions(
+        venv=venv,
+        python=python,
+        bundle=bundle,
+        rungs=parse_rungs(rungs) if rungs is not None else None,
+        cpu=cpu,
+        keep_going=keep_going,
+        launch=launch,
+        service=service,
+        port=port,
+        engine=engine,
+        timeout=timeout,
+        log_dir=log_dir,
+    )
+    spec = spec_from_options(options)
+    console = Console(stderr=True)
+    report = run_ladder(spec, on_rung=lambda result: _render_rung(console, result))
+    _render_table(console, report)
+    if as_json:
+        echo_json(report.to_json())
+    return EXIT_OK if report.ok else EXIT_SMOKE

