@@ -15,6 +15,7 @@ from repro.cli.init import init_command
 from repro.cli.pack import pack_command
 from repro.cli.scan import scan_command
 from repro.cli.smoke import smoke_command
+from repro.cli.unpack import unpack_command, unpatch_command
 
 COMMANDS: list[click.Command] = [
     check_command,
@@ -22,6 +23,8 @@ COMMANDS: list[click.Command] = [
     pack_command,
     scan_command,
     smoke_command,
+    unpack_command,
+    unpatch_command,
 ]
 
 

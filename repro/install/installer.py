@@ -92,7 +92,19 @@ def choose_installer(requested: Literal["auto", "uv", "pip"]) -> Installer:
     return "pip"
 
 
-def _run(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = None) -> str:
+INSTALL_HINT = (
+    "the lines above are the installer's own; a missing wheel under --offline "
+    "means the bundle was packed without it (pack with --wheels all)"
+)
+
+
+def _run(
+    argv: Sequence[str],
+    *,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    hint: str | None = None,
+) -> str:
     try:
         result = subprocess.run(
             list(argv),
@@ -106,11 +118,7 @@ def _run(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = None
         raise InstallError(f"{what}: {exc}") from exc
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
-        raise InstallError(
-            f"{what} failed (exit {result.returncode}):\n{tail}",
-            hint="the lines above are the installer's own; a missing wheel under --offline "
-            "means the bundle was packed without it (pack with --wheels all)",
-        )
+        raise InstallError(f"{what} failed (exit {result.returncode}):\n{tail}", hint=hint)
     return result.stdout
 
 
@@ -120,7 +128,16 @@ def create_venv(python: Path, target: Path, installer: Installer) -> Path:
         uv = find_uv()
         assert uv is not None
         _run(
-            [str(uv), "venv", "--seed", "--quiet", "--python", str(python), str(target)],
+            [
+                str(uv),
+                "venv",
+                "--seed",
+                "--allow-existing",
+                "--quiet",
+                "--python",
+                str(python),
+                str(target),
+            ],
             what=f"uv venv {target}",
         )
     else:
@@ -171,14 +188,14 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
         if plan.offline:
             argv += ["--offline"]
         argv += [*_source_args(plan), str(plan.lock)]
-        _run(argv, what="uv pip sync", env=env)
+        _run(argv, what="uv pip sync", env=env, hint=INSTALL_HINT)
         return
     pip_sync = Path(sys.executable).with_name("pip-sync")
     base = [str(pip_sync)] if pip_sync.exists() else [sys.executable, "-m", "piptools", "sync"]
     argv = [*base, "--python-executable", str(interpreter), "-q"]
     argv += [*_source_args(plan), str(plan.lock)]
     env["PIP_CONFIG_FILE"] = os.devnull
-    _run(argv, what="pip-sync", env=env)
+    _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT)
 
 
 def read_installed(interpreter: Path) -> dict[str, str]:

@@ -529,7 +529,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
                 members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
         members.add(
             "env/pack-report.json",
-            (json.dumps({"warnings": sorted(set(warnings))}, indent=2) + "\n").encode(),
+            _pack_report(scan, sorted(set(warnings))),
         )
 
         say(f"writing {output or 'stdout'}")
@@ -549,6 +549,15 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         bundle_bytes=size,
         warnings=tuple(sorted(set(warnings))),
     )
+
+
+def _pack_report(scan: ScanReport, warnings: list[str]) -> bytes:
+    document = {
+        "installed_bytes": scan.bytes_checked,
+        "installed_files": scan.files_checked,
+        "warnings": warnings,
+    }
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
 
 def _venv_python(config: Config) -> Path | None:

@@ -1,0 +1,307 @@
+"""Checks run before anything is installed: Python, GPU, driver, JIT toolchain, disk.
+
+Each check is a line of the report with pass / warn / fail and, where it
+fails, what to do. `--force` turns failures into warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.version import InvalidVersion, Version
+
+from repro.cubin import wheel_archs
+from repro.gpu import Verdict, arch_compatible
+from repro.install.gpuinfo import GpuInventory, query_gpus
+
+Status = Literal["pass", "warn", "fail"]
+
+_PYTHON_FACTS = (
+    "import json, sys, sysconfig; "
+    "print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
+    "'include': sysconfig.get_paths()['include']}))"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
+
+
+@dataclass(frozen=True)
+class PreflightInputs:
+    python_version: str
+    torch_arch_list: tuple[str, ...]
+    torch_cuda: str | None
+    distributions: frozenset[str]
+    vault_wheels: tuple[Path, ...]
+    install_bytes: int
+    target: Path
+    cpu: bool = False
+    python: Path | None = None
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    checks: tuple[Check, ...]
+    python: Path | None
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.status == "fail")
+
+    def forced(self) -> PreflightReport:
+        return PreflightReport(
+            tuple(replace(c, status="warn") if c.status == "fail" else c for c in self.checks),
+            self.python,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checks": [c.to_json() for c in self.checks],
+            "python": str(self.python) if self.python else None,
+        }
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _python_facts(python: Path) -> dict[str, str] | None:
+    try:
+        result = subprocess.run(
+            [str(python), "-I", "-c", _PYTHON_FACTS],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        data = json.loads(result.stdout) if result.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _candidates(version: str) -> list[Path]:
+    """Interpreters that may be Python `version`: uv's finder, then PATH."""
+    found: list[Path] = []
+    uv = shutil.which("uv")
+    if uv is not None:
+        try:
+            result = subprocess.run(
+                [uv, "python", "find", version],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            if result.returncode == 0 and result.stdout.strip():
+                found.append(Path(result.stdout.strip()))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    for name in (f"python{version}", "python3"):
+        path = shutil.which(name)
+        if path is not None:
+            found.append(Path(path))
+    return found
+
+
+def check_python(inputs: PreflightInputs) -> tuple[Check, Path | None, dict[str, str] | None]:
+    want = _major_minor(inputs.python_version)
+    candidates = [inputs.python] if inputs.python else _candidates(want)
+    for candidate in candidates:
+        facts = _python_facts(candidate)
+        if facts is not None and _major_minor(facts["version"]) == want:
+            return (
+                Check("python", "pass", f"{candidate} is Python {facts['version']}"),
+                candidate,
+                facts,
+            )
+    if inputs.python is not None:
+        facts = _python_facts(inputs.python)
+        seen = facts["version"] if facts else "not a working Python"
+        return (
+            Check(
+                "python",
+                "fail",
+                f"{inputs.python} is {seen}; the bundle needs Python {want}",
+                hint=f"pass --python with a Python {want} interpreter",
+            ),
+            None,
+            None,
+        )
+    return (
+        Check(
+            "python",
+            "fail",
+            f"no Python {want} interpreter found (uv python find, PATH)",
+            hint=f"install Python {want} (or `uv python install {want}`), or pass --python",
+        ),
+        None,
+        None,
+    )
+
+
+def check_gpus(inputs: PreflightInputs, inventory: GpuInventory) -> list[Check]:
+    if not inventory.gpus:
+        reason = inventory.error or "no GPU is visible"
+        if inputs.cpu:
+            return [Check("gpu", "pass", f"{reason}; a CPU-only rebuild was asked for (--cpu)")]
+        return [
+            Check(
+                "gpu",
+                "fail",
+                reason,
+                hint="run on a GPU box, check the driver with nvidia-smi, or pass --cpu "
+                "for a CPU-only rebuild",
+            )
+        ]
+    checks: list[Check] = []
+    if inputs.torch_arch_list:
+        for gpu in inventory.gpus:
+            verdict = arch_compatible(gpu.capability, inputs.torch_arch_list)
+            checks.append(
+                Check(
+                    f"gpu {gpu.index} torch",
+                    verdict.verdict.value,
+                    f"{gpu.name}: {verdict.message}",
+                    hint=None
+                    if verdict.verdict is Verdict.PASS
+                    else "install a torch build whose arch list covers this GPU, "
+                    "or pack on a box with it",
+                )
+            )
+    else:
+        checks.append(Check("gpu", "pass", f"{len(inventory.gpus)} GPU(s); no torch arch list"))
+    for wheel in inputs.vault_wheels:
+        archs = sorted(wheel_archs(wheel))
+        if not archs:
+            continue
+        for gpu in inventory.gpus:
+            verdict = arch_compatible(gpu.capability, archs)
+            checks.append(
+                Check(
+                    f"gpu {gpu.index} {wheel.name}",
+                    verdict.verdict.value,
+                    f"{gpu.name}: {verdict.message}",
+                    hint=None
+                    if verdict.verdict is Verdict.PASS
+                    else f"rebuild {wheel.name} with code for this GPU's architecture",
+                )
+            )
+    return checks
+
+
+def check_driver(inputs: PreflightInputs, inventory: GpuInventory) -> Check | None:
+    if not inventory.gpus or not inputs.torch_cuda:
+        return None
+    if inventory.driver_cuda is None:
+        return Check("driver", "warn", "nvidia-smi did not report the driver's CUDA version")
+    try:
+        ok = Version(inventory.driver_cuda) >= Version(inputs.torch_cuda)
+    except InvalidVersion:
+        return Check("driver", "warn", f"cannot compare {inventory.driver_cuda!r}")
+    detail = (
+        f"driver supports CUDA {inventory.driver_cuda}; torch was built for {inputs.torch_cuda}"
+    )
+    if ok:
+        return Check("driver", "pass", detail)
+    return Check(
+        "driver",
+        "fail",
+        detail,
+        hint=f"upgrade the NVIDIA driver to one that supports CUDA {inputs.torch_cuda}",
+    )
+
+
+def check_toolchain(inputs: PreflightInputs, facts: dict[str, str] | None) -> list[Check]:
+    checks: list[Check] = []
+    if "triton" in inputs.distributions:
+        if facts is not None:
+            header = Path(facts["include"]) / "Python.h"
+            if header.exists():
+                checks.append(Check("Python.h", "pass", str(header)))
+            else:
+                version = _major_minor(facts["version"])
+                checks.append(
+                    Check(
+                        "Python.h",
+                        "fail",
+                        f"{header} is missing; Triton's JIT compiles a launcher against it",
+                        hint=f"apt install python{version}-dev (or your distribution's "
+                        "Python headers package)",
+                    )
+                )
+        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if compiler:
+            checks.append(Check("C compiler", "pass", compiler))
+        else:
+            checks.append(
+                Check(
+                    "C compiler",
+                    "fail",
+                    "no C compiler (cc, gcc, $CC); Triton's JIT needs one",
+                    hint="apt install gcc (build-essential)",
+                )
+            )
+    if "flashinfer-python" in inputs.distributions or "flashinfer" in inputs.distributions:
+        nvcc = shutil.which("nvcc")
+        cuda_home = os.environ.get("CUDA_HOME")
+        if nvcc or (cuda_home and (Path(cuda_home) / "bin" / "nvcc").exists()):
+            checks.append(Check("nvcc", "pass", nvcc or f"{cuda_home}/bin/nvcc"))
+        else:
+            checks.append(
+                Check(
+                    "nvcc",
+                    "warn",
+                    "no nvcc on PATH and no CUDA_HOME; flashinfer JIT-compiles kernels with it",
+                    hint="install the CUDA toolkit (cuda-nvcc) and set CUDA_HOME",
+                )
+            )
+    return checks
+
+
+def check_disk(inputs: PreflightInputs) -> Check:
+    probe = inputs.target
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    need = inputs.install_bytes
+    detail = f"{free / 2**30:.1f} GiB free at {probe}, about {need / 2**30:.1f} GiB needed"
+    if free >= need:
+        return Check("disk", "pass", detail)
+    return Check("disk", "fail", detail, hint="free space or choose another --target")
+
+
+def run_preflight(
+    inputs: PreflightInputs, *, inventory: GpuInventory | None = None
+) -> PreflightReport:
+    python_check, python, facts = check_python(inputs)
+    inventory = inventory if inventory is not None else query_gpus()
+    checks: list[Check] = [python_check]
+    checks += check_gpus(inputs, inventory)
+    driver = check_driver(inputs, inventory)
+    if driver is not None:
+        checks.append(driver)
+    checks += check_toolchain(inputs, facts)
+    checks.append(check_disk(inputs))
+    return PreflightReport(tuple(checks), python)
+
+
+def describe(checks: Sequence[Check]) -> str:
+    return "\n".join(
+        f"  - {c.name}: {c.detail}" + (f" ({c.hint})" if c.hint else "") for c in checks
+    )

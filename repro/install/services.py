@@ -1,0 +1,81 @@
+"""Render a bundle's systemd units with the target's paths; install them only if asked."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.errors import InstallError
+from repro.install.atomic import atomic_write
+from repro.snapshot.services import UNIT_SUFFIXES, render_unit, validate_unit_name
+
+SYSTEMD_DIR = Path("/etc/systemd/system")
+_ENV_FILE_LINE = re.compile(r"^(?P<key>\s*EnvironmentFile\s*=\s*-?)(?P<path>\S+)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class RenderedUnit:
+    name: str
+    path: Path
+    exec_start: tuple[str, ...]
+
+
+def _point_env_file(text: str, name: str, dest: Path) -> str:
+    """EnvironmentFile= lines naming a file called `name` now name `dest`."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("path").endswith("/" + name):
+            return f"{match.group('key')}{dest}"
+        return match.group(0)
+
+    return _ENV_FILE_LINE.sub(replace, text)
+
+
+def render_units(
+    bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
+) -> list[RenderedUnit]:
+    source = bundle / "services"
+    if not source.is_dir():
+        return []
+    out_dir = target / "services"
+    values = {"REPRO_VENV": str(venv), "REPRO_HOME": str(home)}
+    if models is not None:
+        values["REPRO_MODELS"] = str(models)
+    rendered: list[RenderedUnit] = []
+    for unit in sorted(p for p in source.iterdir() if p.is_file()):
+        validate_unit_name(unit.name, source=str(unit))
+        text = render_unit(unit.read_text(encoding="utf-8"), values)
+        env_dir = source / f"{unit.name}.d"
+        if env_dir.is_dir():
+            for env_file in sorted(env_dir.iterdir()):
+                dest = out_dir / f"{unit.name}.d" / env_file.name
+                content = render_unit(env_file.read_text(encoding="utf-8"), values)
+                atomic_write(dest, content.encode(), mode=0o600)
+                text = _point_env_file(text, env_file.name, dest)
+        path = out_dir / unit.name
+        atomic_write(path, text.encode())
+        exec_start = tuple(
+            line.split("=", 1)[1].strip()
+            for line in text.splitlines()
+            if line.strip().startswith("ExecStart=")
+        )
+        rendered.append(RenderedUnit(unit.name, path, exec_start))
+    return rendered
+
+
+def install_units(units: list[RenderedUnit], *, systemd_dir: Path = SYSTEMD_DIR) -> list[Path]:
+    """Copy rendered units into systemd's directory (same name) and reload systemd."""
+    installed: list[Path] = []
+    for unit in units:
+        if not unit.name.endswith(UNIT_SUFFIXES) or "/" in unit.name:
+            raise InstallError(f"{unit.name}: refusing to install a unit under another name")
+        dest = systemd_dir / unit.name
+        atomic_write(dest, unit.path.read_bytes())
+        installed.append(dest)
+    systemctl = shutil.which("systemctl")
+    if systemctl is not None and Path("/run/systemd/system").is_dir():
+        subprocess.run([systemctl, "daemon-reload"], check=False, timeout=60)
+    return installed

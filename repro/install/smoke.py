@@ -1,0 +1,34 @@
+"""The unpack's last step: the smoke ladder run in the rebuilt environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from repro.bundle import BundleInfo
+from repro.ladder import RUNG_NAMES, RungResult, RungStatus, run_ladder
+from repro.ladder.spec import spec_from_bundle_dir
+
+SmokeStep = Callable[[Path, Path, BundleInfo], dict[str, Any]]
+
+
+def ladder_step(
+    *,
+    cpu: bool,
+    no_exec: bool,
+    log_dir: Path | None,
+    on_rung: Callable[[RungResult], None] | None = None,
+) -> SmokeStep:
+    """A smoke step for `unpack`; with --no-exec the server rung (the bundle's own launch
+    command) is left out."""
+
+    def step(interpreter: Path, bundle_dir: Path, info: BundleInfo) -> dict[str, Any]:
+        rungs = tuple(r for r in RUNG_NAMES if not (no_exec and r == "server"))
+        spec = spec_from_bundle_dir(bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir)
+        report = run_ladder(spec, on_rung=on_rung)
+        failed = [r for r in report.results if r.status is RungStatus.FAIL]
+        summary = "; ".join(f"{r.name}: {r.summary}" for r in failed) or "every rung passed"
+        return {"passed": report.ok, "summary": summary, "ladder": report.to_json()}
+
+    return step

@@ -1,0 +1,452 @@
+"""`repro unpack`: rebuild a bundle's environment on this box, verified and resumable.
+
+Steps: verify -> preflight -> venv -> install -> patch -> services -> models ->
+smoke. Nothing outside a staging directory is written until the bundle has
+verified and the preflight has passed. Each finished step is recorded in
+TARGET/.repro/state.toml, so a rerun continues where a failed or killed run
+stopped, and a rerun after success changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from repro.archive import extract_archive
+from repro.bundle import BundleInfo, load_bundle_info
+from repro.errors import (
+    InputError,
+    PreflightError,
+    ReproError,
+    SmokeError,
+    UsageError,
+    VerificationError,
+)
+from repro.hashing import sha256_file
+from repro.install.atomic import atomic_write, exclusive_lock
+from repro.install.fetch import ResumableHTTPStream
+from repro.install.installer import (
+    InstallPlan,
+    choose_installer,
+    create_venv,
+    install_lock,
+    verify_installed,
+)
+from repro.install.models import ModelCheck, check_models
+from repro.install.patching import PatchResult, apply_patches
+from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
+from repro.install.services import install_units, render_units
+from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
+from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
+from repro.patchset import load_patchset
+from repro.snapshot.lock import read_requirements_lock
+
+StepStatus = Literal["done", "skipped", "failed", "already done"]
+Events = Callable[[str, str, str], None]
+BUNDLE_DIR = "bundle"
+REPORT = "unpack-report.json"
+LOCK = "unpack.lock"
+
+_SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+@dataclass(frozen=True)
+class UnpackOptions:
+    bundle: str
+    target: Path | None = None
+    python: Path | None = None
+    offline: bool = False
+    installer: Literal["auto", "uv", "pip"] = "auto"
+    cpu: bool = False
+    force: bool = False
+    dry_run: bool = False
+    replace: bool = False
+    models: Path | None = None
+    install_units: bool = False
+    smoke: bool = True
+    no_exec: bool = False
+
+
+@dataclass
+class StepReport:
+    name: str
+    status: StepStatus
+    detail: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class UnpackReport:
+    bundle: str
+    name: str = ""
+    version: str = ""
+    target: str = ""
+    steps: list[StepReport] = field(default_factory=list)
+    preflight: PreflightReport | None = None
+    patches: PatchResult | None = None
+    models: list[ModelCheck] = field(default_factory=list)
+    smoke: dict[str, Any] | None = None
+    changed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle,
+            "name": self.name,
+            "version": self.version,
+            "target": self.target,
+            "changed": self.changed,
+            "steps": [
+                {"name": s.name, "status": s.status, "detail": s.detail, "facts": s.facts}
+                for s in self.steps
+            ],
+            "preflight": self.preflight.to_json() if self.preflight else None,
+            "patches": self.patches.to_json() if self.patches else None,
+            "models": [m.to_json() for m in self.models],
+            "smoke": self.smoke,
+        }
+
+
+# --- reading and verifying -----------------------------------------------------------
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+@contextlib.contextmanager
+def _open_source(bundle: str) -> Iterator[tuple[BinaryIO | Path, str]]:
+    if bundle == "-":
+        yield sys.stdin.buffer, "<stdin>"
+    elif _is_url(bundle):
+        stream = ResumableHTTPStream(bundle)
+        try:
+            yield stream, bundle  # type: ignore[misc]
+        finally:
+            stream.close()
+    else:
+        path = Path(bundle)
+        if not path.exists():
+            raise InputError(f"{bundle}: no such file or directory")
+        yield path, bundle
+
+
+def _verified(report: CheckReport, where: str) -> None:
+    if not report.passed(ignore_missing=False, strict=True):
+        problems = [f"mismatched: {m.path}" for m in report.mismatched]
+        problems += [f"missing: {p}" for p in report.missing]
+        problems += [f"unlisted: {u.path}" for u in report.unlisted]
+        problems += [f"line {m.lineno}: {m.reason}" for m in report.malformed]
+        problems += [f"rejected: {r.path}: {r.reason}" for r in report.rejected]
+        problems += [f"unreadable: {u.path}" for u in report.unreadable]
+        raise VerificationError(
+            f"{where}: the bundle does not verify against its {MANIFEST_NAME}:\n"
+            + "\n".join(f"  - {p}" for p in problems[:50]),
+            hint="the bundle is damaged or was changed after packing; get a good copy",
+        )
+
+
+def verify_bundle_dir(bundle_dir: Path, where: str) -> BundleInfo:
+    _verified(verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=None), where)
+    toml = bundle_dir / "bundle.toml"
+    if not toml.is_file():
+        raise VerificationError(f"{where}: the bundle has no bundle.toml")
+    return load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
+
+
+def read_bundle(bundle: str, staging_parent: Path) -> tuple[Path, BundleInfo, bool]:
+    """The verified bundle directory, its info, and whether it is a staging copy of ours."""
+    if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
+        directory = Path(bundle)
+        return directory, verify_bundle_dir(directory, bundle), False
+    staging_parent.mkdir(parents=True, exist_ok=True)
+    dest = staging_parent / f".repro-unpack-{secrets.token_hex(6)}"
+    infos: list[BundleInfo] = []
+
+    def verify(top: Path) -> None:
+        infos.append(verify_bundle_dir(top, bundle))
+
+    with _open_source(bundle) as (source, name):
+        extract_archive(source, dest, source_name=name, verify=verify)
+    return dest, infos[0], True
+
+
+# --- steps -----------------------------------------------------------------------------
+
+
+def _preflight_inputs(
+    bundle_dir: Path, info: BundleInfo, options: UnpackOptions, target: Path
+) -> PreflightInputs:
+    lock = read_requirements_lock(bundle_dir / "env" / "requirements.lock")
+    wheels_dir = bundle_dir / "env" / "wheels"
+    vault_bytes = sum(p.stat().st_size for p in wheels_dir.glob("*.whl"))
+    installed_bytes = 0
+    report = bundle_dir / "env" / "pack-report.json"
+    if report.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            installed_bytes = int(json.loads(report.read_text()).get("installed_bytes", 0))
+    custom = _custom_vault_wheels(bundle_dir)
+    return PreflightInputs(
+        python_version=info.source.python,
+        torch_arch_list=info.source.torch_arch_list,
+        torch_cuda=info.source.torch_cuda,
+        distributions=frozenset(pin.name for pin in lock.pins),
+        vault_wheels=tuple(wheels_dir / name for name in custom),
+        install_bytes=installed_bytes + vault_bytes,
+        target=target,
+        cpu=options.cpu,
+        python=options.python,
+    )
+
+
+def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
+    """Vault wheels that are there because no index serves them (not only --wheels all)."""
+    from repro._toml import loads
+
+    path = bundle_dir / "env" / "vault.toml"
+    if not path.is_file():
+        return []
+    table = loads(path.read_text(encoding="utf-8"))
+    return sorted(
+        str(w["filename"])
+        for w in table.get("wheels", [])
+        if isinstance(w, dict) and "--wheels all" not in str(w.get("reason", ""))
+    )
+
+
+def site_packages_of(python: Path) -> Path:
+    result = subprocess.run(
+        [str(python), "-I", "-c", _SITE_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise InputError(f"{python}: cannot ask for its site-packages: {result.stderr.strip()}")
+    return Path(result.stdout.strip())
+
+
+class _Run:
+    """One unpack run: the state, the report, and how steps are recorded."""
+
+    def __init__(self, report: UnpackReport, state: UnpackState, events: Events) -> None:
+        self.report = report
+        self.state = state
+        self.events = events
+
+    def skip_if_done(self, step: str) -> bool:
+        if self.state.is_done(step):
+            self.report.steps.append(StepReport(step, "already done"))
+            self.events(step, "already done", "")
+            return True
+        return False
+
+    def done(self, step: str, detail: str, **facts: Any) -> None:
+        self.state.mark_done(step, **facts)
+        self.report.steps.append(StepReport(step, "done", detail, facts))
+        self.report.changed = True
+        self.events(step, "done", detail)
+
+    def skipped(self, step: str, detail: str) -> None:
+        self.state.mark_done(step)
+        self.report.steps.append(StepReport(step, "skipped", detail))
+        self.events(step, "skipped", detail)
+
+    def save(self) -> None:
+        path = self.state.target / STATE_DIR / REPORT
+        atomic_write(path, (json.dumps(self.report.to_json(), indent=2) + "\n").encode())
+
+
+def unpack(
+    options: UnpackOptions,
+    *,
+    events: Events | None = None,
+    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None = None,
+) -> UnpackReport:
+    emit = events or (lambda step, status, detail: None)
+    report = UnpackReport(bundle=options.bundle)
+    staging_parent = (options.target.parent if options.target else Path.cwd()).resolve()
+    bundle_dir, info, ours = read_bundle(options.bundle, staging_parent)
+    try:
+        return _unpack_verified(options, bundle_dir, info, report, emit, smoke)
+    finally:
+        if ours:
+            shutil.rmtree(bundle_dir, ignore_errors=True)
+
+
+def _unpack_verified(
+    options: UnpackOptions,
+    bundle_dir: Path,
+    info: BundleInfo,
+    report: UnpackReport,
+    emit: Events,
+    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+) -> UnpackReport:
+    report.name, report.version = info.name, info.version
+    target = (options.target or Path.cwd() / info.top_dir).resolve()
+    report.target = str(target)
+    identity = BundleIdentity(info.name, info.version, sha256_file(bundle_dir / MANIFEST_NAME))
+    report.steps.append(StepReport("verify", "done", f"{info.top_dir}: manifest verified"))
+    emit("verify", "done", f"{info.top_dir}: every file matches MANIFEST.sha256")
+
+    state = open_state(target, identity, replace=options.replace)
+    if options.replace and state.done == [] and (target / STATE_DIR).exists():
+        _wipe_target(target)
+        state = open_state(target, identity, replace=True)
+    run = _Run(report, state, emit)
+
+    python: Path | None = None
+    if not state.is_done("preflight") or options.dry_run:
+        inputs = _preflight_inputs(bundle_dir, info, options, target)
+        preflight = run_preflight(inputs)
+        if options.force:
+            preflight = preflight.forced()
+        report.preflight = preflight
+        for check in preflight.checks:
+            emit(f"preflight {check.name}", check.status, check.detail)
+        if preflight.failed:
+            raise PreflightError(
+                f"preflight failed for {info.top_dir}; nothing was installed:\n"
+                + describe(preflight.failed),
+                hint="fix the listed problems, or pass --force to go on anyway",
+            )
+        python = preflight.python
+        if options.dry_run:
+            report.steps.append(StepReport("preflight", "done", "dry run: stopping here"))
+            report.steps.append(StepReport("plan", "done", _plan(bundle_dir, target, options)))
+            return report
+    else:
+        python = Path(state.facts["preflight"]["python"])
+        run.skip_if_done("preflight")
+
+    target.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
+        return _install_steps(options, bundle_dir, info, target, python, run, smoke)
+
+
+def _install_steps(
+    options: UnpackOptions,
+    bundle_dir: Path,
+    info: BundleInfo,
+    target: Path,
+    python: Path | None,
+    run: _Run,
+    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+) -> UnpackReport:
+    state, report = run.state, run.report
+    kept = target / STATE_DIR / BUNDLE_DIR
+    if not kept.exists():
+        staging = kept.with_name(f".{BUNDLE_DIR}.{secrets.token_hex(4)}")
+        shutil.copytree(bundle_dir, staging)
+        staging.rename(kept)
+    if not state.is_done("preflight"):
+        assert python is not None
+        run.done("preflight", "every check passed", python=str(python))
+    try:
+        installer = choose_installer(options.installer)
+        interpreter = target / "bin" / "python"
+        if not run.skip_if_done("venv"):
+            assert python is not None
+            create_venv(python, target, installer)
+            run.done("venv", f"fresh venv at {target} ({installer})", installer=installer)
+        if not run.skip_if_done("install"):
+            lock = read_requirements_lock(kept / "env" / "requirements.lock")
+            plan = InstallPlan(
+                lock=kept / "env" / "requirements.lock",
+                wheels=kept / "env" / "wheels",
+                indexes=(),
+                extra_indexes=(),
+                find_links=(),
+                offline=options.offline,
+            )
+            install_lock(interpreter, plan, installer)
+            pins = {pin.name: pin.version for pin in lock.pins}
+            verify_installed(interpreter, pins)
+            run.done(
+                "install",
+                f"{len(pins)} distributions installed at the pinned versions",
+                distributions=len(pins),
+            )
+        if not run.skip_if_done("patch"):
+            patchset = load_patchset(
+                (kept / "patches" / "patches.toml").read_bytes(), source="patches/patches.toml"
+            )
+            result = apply_patches(
+                patchset,
+                kept / "patches",
+                site_packages_of(interpreter),
+                python=interpreter,
+                state_dir=target / STATE_DIR,
+            )
+            report.patches = result
+            run.done(
+                "patch",
+                f"{len(result.written)} written, {len(result.deleted)} deleted, "
+                f"{len(result.skipped)} already applied, {len(result.via_diff)} through diffs",
+            )
+        if not run.skip_if_done("services"):
+            units = render_units(kept, target, venv=target, home=target, models=options.models)
+            detail = f"{len(units)} unit(s) rendered into {target / 'services'}"
+            if options.install_units and units:
+                for unit in units:
+                    run.events(
+                        "services", "will run", f"{unit.name}: {' ; '.join(unit.exec_start)}"
+                    )
+                if options.no_exec:
+                    detail += "; --no-exec: not installed"
+                else:
+                    installed = install_units(units)
+                    detail += f"; installed {', '.join(str(p) for p in installed)}"
+            run.done("services", detail, units=[u.name for u in units])
+        if not run.skip_if_done("models"):
+            checks = check_models(info.models, options.models)
+            report.models = checks
+            summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
+            run.done("models", summary)
+        if not run.skip_if_done("smoke"):
+            if not options.smoke or smoke is None:
+                run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
+            else:
+                report.smoke = smoke(interpreter, kept, info)
+                if report.smoke.get("passed"):
+                    run.done("smoke", "the smoke ladder passed")
+                else:
+                    raise SmokeError(
+                        f"the smoke ladder failed in {target}: {report.smoke.get('summary', '')}",
+                        hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
+                    )
+    except ReproError:
+        run.save()
+        raise
+    run.save()
+    return report
+
+
+def _wipe_target(target: Path) -> None:
+    """--replace: remove an earlier repro target (never a directory repro did not make)."""
+    if not (target / STATE_DIR / "state.toml").exists():
+        raise UsageError(f"{target} is not a repro target; refusing to remove it")
+    shutil.rmtree(target)
+
+
+def _plan(bundle_dir: Path, target: Path, options: UnpackOptions) -> str:
+    lock = read_requirements_lock(bundle_dir / "env" / "requirements.lock")
+    wheels = sorted(p.name for p in (bundle_dir / "env" / "wheels").glob("*.whl"))
+    patches = load_patchset(
+        (bundle_dir / "patches" / "patches.toml").read_bytes(), source="patches.toml"
+    )
+    units = sorted(p.name for p in (bundle_dir / "services").glob("*") if p.is_file())
+    mode = "offline, from the vault" if options.offline else "from the bundle's indexes"
+    return (
+        f"would create a venv at {target} and install {len(lock.pins)} distributions "
+        f"({mode}; {len(wheels)} vault wheels), apply {len(patches.entries)} patched files, "
+        f"render {len(units)} unit(s)"
+    )
