@@ -18,7 +18,7 @@ from rich.console import Console
 
 from repro.check import CheckOptions, TargetKind, check_target, classify_target
 from repro.cli._progress import IMMEDIATE_BYTES, HashProgressBar, hash_progress
-from repro.errors import InputError, UsageError
+from repro.errors import ArchiveError, InputError
 from repro.manifest import MANIFEST_NAME, write_manifest
 from tests.conftest import REPO_ROOT, run_repro
 
@@ -198,14 +198,13 @@ def test_directory_without_manifest_is_exit_2(tmp_path: Path) -> None:
     assert f"{tmp_path}: no MANIFEST.sha256 in this directory".encode() in result.stderr
 
 
-def test_archive_target_is_not_yet_supported(bundle: Path, tmp_path: Path) -> None:
+def test_archive_made_by_another_tar_writer_is_checked(bundle: Path, tmp_path: Path) -> None:
     archive = tmp_path / "bundle.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(bundle, arcname=bundle.name)
     result = run_repro("check", str(archive))
-    assert result.returncode == 2
-    assert b"archive targets" in result.stderr
-    assert str(archive).encode() in result.stderr
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"OK" in result.stderr
 
 
 def test_bad_jobs_is_usage_error(bundle: Path) -> None:
@@ -307,6 +306,8 @@ def test_classify_directory_and_stdin(tmp_path: Path) -> None:
         classify_target(str(tmp_path / "missing"))
 
 
-def test_check_target_dispatches_archives_to_the_archive_seam(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="archive targets"):
-        check_target("-", CheckOptions())
+def test_check_target_dispatches_archives_to_the_archive_reader(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"not an archive" * 100)
+    with pytest.raises(ArchiveError, match=r"junk\.tar"):
+        check_target(str(junk), CheckOptions())
