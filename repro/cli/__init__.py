@@ -11,6 +11,7 @@ import click
 from repro import __version__
 from repro.cli._common import run_guarded
 from repro.cli.check import check_command
+from repro.cli.demo import demo_command
 from repro.cli.init import init_command
 from repro.cli.pack import pack_command
 from repro.cli.scan import scan_command
@@ -19,6 +20,7 @@ from repro.cli.unpack import unpack_command, unpatch_command
 
 COMMANDS: list[click.Command] = [
     check_command,
+    demo_command,
     init_command,
     pack_command,
     scan_command,

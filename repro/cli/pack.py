@@ -16,7 +16,11 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
 
 @click.command("pack")
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", help="Bundle file or directory; '-' streams to stdout.")
+@click.option(
+    "-o",
+    "--output",
+    help="Bundle file (ending .tar, .tar.gz, .tar.zst) or directory; '-' streams to stdout.",
+)
 @click.option("--python", type=click.Path(path_type=Path), help="Interpreter (or venv) to pack.")
 @click.option("--name", help="Bundle name (default: repro.toml, else SOURCE's name).")
 @click.option("--version", "version", help="Bundle version (default: next after the newest).")
@@ -60,8 +64,6 @@ def pack_command(
     """Snapshot SOURCE (a workspace with a venv) into <name>-<version>.tar."""
     console = Console(stderr=True)
     to_stdout = output == "-"
-    if output is not None and output.endswith("/"):
-        Path(output).mkdir(parents=True, exist_ok=True)
     if to_stdout and as_json:
         raise click.UsageError("--json and -o - both want stdout")
     options = PackOptions(

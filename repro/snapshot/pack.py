@@ -183,18 +183,27 @@ def next_version(directory: Path, name: str) -> str:
     return ".".join(str(part) for part in release)
 
 
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst")
+
+
+def _output_is_file(options: PackOptions) -> bool:
+    """-o names a bundle file when it ends like an archive; anything else is a directory."""
+    output = options.output
+    return output is not None and not output.is_dir() and output.name.endswith(ARCHIVE_SUFFIXES)
+
+
 def _output_dir(options: PackOptions) -> Path:
     if options.output is None:
         return Path.cwd()
-    if options.output.is_dir():
-        return options.output
-    return options.output.parent
+    if _output_is_file(options):
+        return options.output.parent
+    return options.output
 
 
 def _compression(options: PackOptions) -> Compression:
     if options.compression is not None:
         return options.compression
-    if options.output is not None and not options.output.is_dir():
+    if options.output is not None and _output_is_file(options):
         name = options.output.name
         if name.endswith((".tar.gz", ".tgz")):
             return "gz"
@@ -204,7 +213,7 @@ def _compression(options: PackOptions) -> Compression:
 
 
 def _output_path(options: PackOptions, top: str, compression: Compression) -> Path:
-    if options.output is not None and not options.output.is_dir():
+    if options.output is not None and _output_is_file(options):
         return options.output
     return _output_dir(options) / f"{top}{_SUFFIX[compression]}"
 
@@ -441,6 +450,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             python=python,
             scheme=scheme_paths(python),
             pristine=_vault_pristine(scan, found_pristine, warnings),
+            find_links=_local_find_links(indexes),
             download=options.download,
             jobs=options.jobs,
         )
@@ -558,6 +568,16 @@ def _pack_report(scan: ScanReport, warnings: list[str]) -> bytes:
         "warnings": warnings,
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _local_find_links(indexes: IndexConfig) -> list[Path]:
+    """Local wheel directories the source installs from: original wheels for the vault."""
+    found = []
+    for item in (*indexes.find_links, *indexes.local):
+        path = Path(item.removeprefix("file://")) if item.startswith(("/", "file://")) else None
+        if path is not None and path.is_dir() and not (path / "index.html").exists():
+            found.append(path)
+    return found
 
 
 def _venv_python(config: Config) -> Path | None:
