@@ -97,3 +97,17 @@ def test_triton_rung_names_a_missing_python_h(triton_no_headers_python: Path) ->
     assert result.facts["python_h_present"] is False
     assert "Python.h: No such file or directory" in "\n".join(result.output_tail)
     assert result.hint is not None and "-dev" in result.hint
+
+
+def test_torch_rung_skips_where_torch_is_not_installed() -> None:
+    # The tool's own venv never holds torch: a real environment without it.
+    import sys
+
+    from repro.ladder import LadderSpec, RungStatus, run_ladder
+
+    report = run_ladder(LadderSpec(python=Path(sys.executable), rungs=("torch", "nccl")))
+    torch = report.result("torch")
+    assert torch.status is RungStatus.SKIP
+    assert "torch is not installed" in torch.summary
+    assert report.result("nccl").status is RungStatus.SKIP
+    assert report.ok

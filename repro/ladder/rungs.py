@@ -129,6 +129,8 @@ def torch_rung(spec: LadderSpec) -> RungResult:
     problem = script_problem("torch", run, spec.timeouts.torch)
     if problem is not None:
         return problem
+    if run.document is not None and "skip" in run.document:
+        return skipped("torch", str(run.document["skip"]))
     facts = facts_of(run)
     if not spec.cpu and not facts.get("cuda_available"):
         return failed("torch", run, "CUDA is not available to torch", _torch_hint(facts), facts)

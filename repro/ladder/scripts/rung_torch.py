@@ -8,6 +8,7 @@ the CPU.  The tool judges the numbers; this script only measures.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import time
 from typing import Any
@@ -68,6 +69,9 @@ def main() -> None:
     parser.add_argument("--describe-only", action="store_true")
     args = parser.parse_args()
 
+    if importlib.util.find_spec("torch") is None:
+        emit({"skip": "torch is not installed in this environment"})
+        return
     import torch
 
     facts: dict[str, Any] = {
