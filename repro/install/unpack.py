@@ -276,7 +276,7 @@ def unpack(
     staging_parent = (options.target.parent if options.target else Path.cwd()).resolve()
     bundle_dir, info, ours = read_bundle(options.bundle, staging_parent)
     try:
-        return _unpack_verified(options, bundle_dir, info, report, emit, smoke)
+        return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
     finally:
         if ours:
             shutil.rmtree(bundle_dir, ignore_errors=True)
@@ -289,6 +289,8 @@ def _unpack_verified(
     report: UnpackReport,
     emit: Events,
     smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+    *,
+    movable: bool,
 ) -> UnpackReport:
     report.name, report.version = info.name, info.version
     target = (options.target or Path.cwd() / info.top_dir).resolve()
@@ -329,12 +331,28 @@ def _unpack_verified(
 
     target.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
-        return _install_steps(options, bundle_dir, info, target, python, run, smoke)
+        _keep_bundle(bundle_dir, target / STATE_DIR / BUNDLE_DIR, movable=movable)
+        return _install_steps(options, info, target, python, run, smoke)
+
+
+def _keep_bundle(bundle_dir: Path, kept: Path, *, movable: bool) -> None:
+    """The verified bundle stays in the target (for resume and unpatch): moved when it
+    is our own staging copy on the same filesystem, else copied."""
+    if kept.exists():
+        return
+    if movable:
+        try:
+            bundle_dir.rename(kept)
+            return
+        except OSError:
+            pass
+    staging = kept.with_name(f".{BUNDLE_DIR}.{secrets.token_hex(4)}")
+    shutil.copytree(bundle_dir, staging)
+    staging.rename(kept)
 
 
 def _install_steps(
     options: UnpackOptions,
-    bundle_dir: Path,
     info: BundleInfo,
     target: Path,
     python: Path | None,
@@ -343,10 +361,6 @@ def _install_steps(
 ) -> UnpackReport:
     state, report = run.state, run.report
     kept = target / STATE_DIR / BUNDLE_DIR
-    if not kept.exists():
-        staging = kept.with_name(f".{BUNDLE_DIR}.{secrets.token_hex(4)}")
-        shutil.copytree(bundle_dir, staging)
-        staging.rename(kept)
     if not state.is_done("preflight"):
         assert python is not None
         run.done("preflight", "every check passed", python=str(python))
