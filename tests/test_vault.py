@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import shutil
@@ -29,6 +30,7 @@ from repro.snapshot.installed import (
 )
 from repro.snapshot.vault import build_vault, vault_reasons
 from repro.snapshot.wheelbuild import (
+    CarryPatched,
     PatchedFilesError,
     console_script_names,
     rebuild_wheel,
@@ -344,6 +346,18 @@ def test_patched_file_is_refused_unless_pristine_given(
         assert rebuilt.path.read_bytes() == reference.read_bytes()
         with pytest.raises(PatchedFilesError):
             rebuild_wheel(dist, tmp_path / "bad", scheme=scheme, pristine=lambda _p: b"nope")
+
+        # No pristine copy anywhere (an air-gapped source): the wheel carries the patched
+        # bytes under a fresh RECORD hash, and says which files it carried.
+        carrier = CarryPatched()
+        carried = rebuild_wheel(dist, tmp_path / "carry", scheme=scheme, pristine=carrier)
+        assert carrier.carried == ["vaultdemo/__init__.py"]
+        with zipfile.ZipFile(carried.path) as wheel:
+            assert wheel.read("vaultdemo/__init__.py") == original + b"PATCHED = True\n"
+            record = wheel.read(next(n for n in wheel.namelist() if n.endswith("RECORD")))
+        digest = hashlib.sha256(original + b"PATCHED = True\n").digest()
+        fresh = base64.urlsafe_b64encode(digest).rstrip(b"=")
+        assert b"vaultdemo/__init__.py,sha256=" + fresh in record
     finally:
         target.write_bytes(original)
 

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from repro import __version__
@@ -64,7 +65,7 @@ from repro.snapshot.reproduce import (
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.toolwheels import tool_wheels
 from repro.snapshot.vault import VaultReport, build_vault
-from repro.snapshot.wheelbuild import PristineSource
+from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
 
 WheelsMode = Literal["auto", "all", "none"]
@@ -237,42 +238,21 @@ def _indexes_list(indexes: IndexConfig) -> list[str]:
 
 
 def _vault_pristine(
-    scan: ScanReport,
-    found_pristine: dict[tuple[str, str], bytes],
-    warnings: list[str],
-) -> dict[str, PristineSource]:
+    scan: ScanReport, found_pristine: dict[tuple[str, str], bytes]
+) -> dict[str, CarryPatched]:
     """For vaulted distributions with patched files: the bytes a clean wheel must hold.
 
     Where no pristine copy exists (an air-gapped source with an empty pip cache),
-    the wheel is built from the patched bytes instead: the target then installs
-    the patched file directly and the patch step finds it already applied.
+    the wheel is built from the patched bytes instead (CarryPatched): the target
+    then installs the patched file directly and the patch step finds it applied.
     """
-    by_dist: dict[str, dict[str, Path | bytes]] = {}
+    by_dist: dict[str, dict[str, bytes]] = {}
     for item in scan.patched:
-        site = Path(scan.site_dirs.get(item.dist, ""))
-        content: Path | bytes | None = found_pristine.get((item.dist, item.path))
-        if content is None and item.kind == "modified":
-            content = site / item.path
+        table = by_dist.setdefault(canonicalize_name(item.dist), {})
+        content = found_pristine.get((item.dist, item.path))
         if content is not None:
-            by_dist.setdefault(item.dist, {})[item.path] = content
-
-    def source_for(dist: str, table: dict[str, Path | bytes]) -> PristineSource:
-        def read(path: str) -> bytes | None:
-            value = table.get(path)
-            if value is None:
-                return None
-            if isinstance(value, Path):
-                warnings.append(
-                    f"vault wheel of {dist} carries the patched {path} (no pristine copy)"
-                )
-                return value.read_bytes()
-            return value
-
-        return read
-
-    from packaging.utils import canonicalize_name
-
-    return {canonicalize_name(d): source_for(d, t) for d, t in by_dist.items()}
+            table[item.path] = content
+    return {name: CarryPatched(table.get) for name, table in by_dist.items()}
 
 
 def _units(options: PackOptions, config: Config, facts: EnvironmentFacts) -> list[Any]:
@@ -441,6 +421,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             dists += list_installed(Path(facts.python.platlib))
         vault_dir = temp / "wheels"
         vault_dir.mkdir()
+        carriers = _vault_pristine(scan, found_pristine)
         vault = build_vault(
             dists,
             mode=options.wheels,
@@ -449,12 +430,18 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             check_index=options.check_index,
             python=python,
             scheme=scheme_paths(python),
-            pristine=_vault_pristine(scan, found_pristine, warnings),
+            pristine=carriers,
             find_links=_local_find_links(indexes),
             download=options.download,
             jobs=options.jobs,
         )
         warnings += vault.warnings
+        for name, carrier in sorted(carriers.items()):
+            warnings += [
+                f"vault wheel of {name} carries the patched {path}: no pristine copy at hand "
+                "(pass --pristine, or pack where the original wheel can be downloaded)"
+                for path in carrier.carried
+            ]
 
         units = _units(options, config, facts)
         for unit in units:

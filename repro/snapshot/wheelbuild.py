@@ -54,6 +54,24 @@ from repro.snapshot.installed import (
 PristineSource = Callable[[str], bytes | None]
 """Given a path as RECORD lists it, return the file's pristine bytes, or None."""
 
+
+class CarryPatched:
+    """A pristine source that falls back to the installed, patched bytes.
+
+    For a source with no pristine copy at hand (an air-gapped box, an empty pip
+    cache): the rebuilt wheel then holds the patched file under a fresh RECORD
+    hash, the patch set still records it, and the unpacker finds it already
+    applied. `carried` lists the paths for which that happened.
+    """
+
+    def __init__(self, pristine: PristineSource | None = None) -> None:
+        self.pristine = pristine
+        self.carried: list[str] = []
+
+    def __call__(self, path: str) -> bytes | None:
+        return self.pristine(path) if self.pristine is not None else None
+
+
 EXCLUDED_DIST_INFO = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
 BUILD_TIMEOUT = 1800.0
@@ -343,10 +361,13 @@ def rebuild_wheel(
         unresolved: list[str] = []
         for member in bad:
             content = pristine(member.record.path) if pristine is not None else None
-            if content is None or hashlib.sha256(content).hexdigest() != member.record.sha256:
-                unresolved.append(member.record.path)
-            else:
+            if content is not None and hashlib.sha256(content).hexdigest() == member.record.sha256:
                 overrides[member.arcname] = content
+            elif isinstance(pristine, CarryPatched) and member.source.is_file():
+                overrides[member.arcname] = member.source.read_bytes()
+                pristine.carried.append(member.record.path)
+            else:
+                unresolved.append(member.record.path)
         if unresolved:
             raise PatchedFilesError(name, unresolved, dist.dist_info)
         bad = _write_wheel(
