@@ -438,10 +438,10 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             jobs=options.jobs,
         )
         warnings += vault.warnings
-        for name, carrier in sorted(carriers.items()):
+        for dist_name, carrier in sorted(carriers.items()):
             warnings += [
-                f"vault wheel of {name} carries the patched {path}: no pristine copy at hand "
-                "(pass --pristine, or pack where the original wheel can be downloaded)"
+                f"vault wheel of {dist_name} carries the patched {path}: no pristine copy "
+                "at hand (pass --pristine, or pack where the original wheel can be downloaded)"
                 for path in carrier.carried
             ]
 
