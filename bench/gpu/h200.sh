@@ -83,13 +83,13 @@ T[copy_smoke]=$(ms_since $t)
 rm -rf /tmp/copy /tmp/venv.tar
 
 echo "-- repro: pack --wheels all, check, unpack --offline, ladder"
-t=$(now); "${R[@]}" pack /tmp/oldbox --wheels all --offline --version 1 -o /tmp/bundles/ --json > "$out/pack.json"
+t=$(now); timeout 280 "${R[@]}" pack /tmp/oldbox --wheels all --offline --version 1 -o /tmp/bundles/ --json > "$out/pack.json"
 echo "pack exit $?"; T[pack]=$(ms_since $t)
 ls -la /tmp/bundles
 t=$(now); "${R[@]}" check /tmp/bundles/oldbox-1.tar --json > "$out/check.json"; echo "check exit $?"
 T[check]=$(ms_since $t)
 t=$(now); sha256sum /tmp/bundles/oldbox-1.tar >/dev/null; T[bundle_sha256sum]=$(ms_since $t)
-t=$(now); "${R[@]}" unpack /tmp/bundles/oldbox-1.tar --offline --target /srv/rebuilt --json > /tmp/unpack.json
+t=$(now); timeout 250 "${R[@]}" unpack /tmp/bundles/oldbox-1.tar --offline --target /srv/rebuilt --json > /tmp/unpack.json
 echo "unpack exit $?"; T[unpack_with_ladder]=$(ms_since $t)
 cp /srv/rebuilt/.repro/unpack-report.json "$out/unpack-report.json" 2>/dev/null
 t=$(now); "${R[@]}" unpack /tmp/bundles/oldbox-1.tar --offline --target /srv/rebuilt --json > /tmp/unpack2.json
