@@ -127,19 +127,10 @@ def create_venv(python: Path, target: Path, installer: Installer) -> Path:
     if installer == "uv":
         uv = find_uv()
         assert uv is not None
-        _run(
-            [
-                str(uv),
-                "venv",
-                "--seed",
-                "--allow-existing",
-                "--quiet",
-                "--python",
-                str(python),
-                str(target),
-            ],
-            what=f"uv venv {target}",
-        )
+        # No --seed: seeding fetches pip from an index, which an air-gapped box has not;
+        # the lock pins pip itself when the source had it, and uv needs no pip.
+        argv = [str(uv), "venv", "--allow-existing", "--quiet", "--offline"]
+        _run([*argv, "--python", str(python), str(target)], what=f"uv venv {target}")
     else:
         _run([str(python), "-m", "venv", str(target)], what=f"{python} -m venv {target}")
     interpreter = target / "bin" / "python"
