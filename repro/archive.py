@@ -100,7 +100,6 @@ def member_order(rel: str) -> tuple[bool, tuple[bytes, ...]]:
     return _sort_key(rel)
 
 
-
 class DeterministicTarWriter:
     """Writes a bundle archive whose bytes depend only on the members added.
 
