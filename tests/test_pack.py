@@ -20,6 +20,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,7 +163,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 class Packed:
     archive: Path
     tree: Path
-    summary: dict[str, object]
+    summary: dict[str, Any]
     before: dict[str, tuple[bytes, int]]
     after: dict[str, tuple[bytes, int]]
 
@@ -253,8 +254,7 @@ def idna_wheel(
     packed: Packed, workspace: Workspace, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """The PyPI wheel of the idna version the workspace holds (the pristine files)."""
-    facts = _toml.loads((packed.tree / "patches" / "patches.toml").read_text())
-    (entry,) = [e for e in facts["files"] if e["kind"] == "modified"]
+    entry = _modified_entry(packed.tree)
     out = tmp_path_factory.mktemp("idna-wheel")
     pip(workspace.venv, "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(out),
         f"idna=={entry['version']}")  # fmt: skip
@@ -262,9 +262,10 @@ def idna_wheel(
     return wheel
 
 
-def _modified_entry(tree: Path) -> dict[str, str]:
+def _modified_entry(tree: Path) -> dict[str, Any]:
     data = _toml.loads((tree / "patches" / "patches.toml").read_text())
     (entry,) = [e for e in data["files"] if e["kind"] == "modified"]
+    assert isinstance(entry, dict)
     return entry
 
 
@@ -318,7 +319,7 @@ def test_auto_vault_holds_the_local_and_editable_wheels_only(
     assert workspace.local_wheel_name in vault
     assert any(name.startswith("repro_demo_editable-0.3-") for name in vault)
     assert len(vault) == 2, vault
-    assert set(packed.summary["vault_wheels"]) == vault  # type: ignore[arg-type]
+    assert set(packed.summary["vault_wheels"]) == vault
 
 
 def test_vault_wheel_of_the_local_dist_installs_its_files(packed: Packed, tmp_path: Path) -> None:
@@ -485,9 +486,10 @@ def test_pack_finds_the_one_edited_file_in_real_sglang(sglang_env: Venv, tmp_pat
 # --- refusals --------------------------------------------------------------------------
 
 
-def _refused(proc: subprocess.CompletedProcess[bytes], *needles: str) -> str:
+def _refused(proc: subprocess.CompletedProcess[bytes], *needles: str, code: int = 2) -> str:
     message = proc.stderr.decode()
-    assert proc.returncode not in (0, None), message
+    print(message)
+    assert proc.returncode == code, message
     assert "Traceback" not in message, message
     for needle in needles:
         assert needle in message, message
@@ -513,6 +515,19 @@ def test_refuses_without_an_interpreter(tmp_path: Path) -> None:
     source.mkdir()
     out = tmp_path / "out.tar"
     _refused(pack(str(source), "-o", str(out)), "no environment found", "--python")
+    assert not out.exists()
+
+
+def test_refuses_an_interpreter_it_cannot_read(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    not_python = tmp_path / "python"
+    not_python.write_text("#!/bin/sh\necho not-json\n")
+    not_python.chmod(0o755)
+    out = tmp_path / "out.tar"
+    _refused(pack(str(source), "--python", str(not_python), "-o", str(out)), str(not_python))
+    not_python.chmod(0o644)
+    _refused(pack(str(source), "--python", str(not_python), "-o", str(out)), "not an executable")
     assert not out.exists()
 
 
@@ -545,5 +560,5 @@ def test_a_failed_pack_leaves_nothing_behind(
     (venv.site_packages / "broken_pkg" / "data.txt").unlink()
     out = tmp_path / "out"
     out.mkdir()
-    message = _refused(pack(str(root), "-o", f"{out}/", "--version", "1"), "data.txt")
+    message = _refused(pack(str(root), "-o", f"{out}/", "--version", "1"), "data.txt", code=1)
     assert list(out.iterdir()) == [], message
