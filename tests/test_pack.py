@@ -205,6 +205,8 @@ def test_pack_summary_and_layout(packed: Packed) -> None:
     assert packed.tree.name == f"dflash-{VERSION}"
     for rel in ("bundle.toml", "MANIFEST.sha256", "REPRODUCE.md", "setup_env.sh"):
         assert (packed.tree / rel).is_file(), rel
+    assert os.access(packed.tree / "setup_env.sh", os.X_OK)
+    assert list((packed.tree / "tool" / "wheels").glob("repro-*.whl"))
     summary = packed.summary
     assert summary["units"] == ["app.service"]
     assert summary["models"] == ["drafter"]
@@ -427,6 +429,8 @@ def test_zst_repacks_are_byte_identical(
     second = packed_ok(str(workspace.root), "-o", f"{tmp_path}/b/", *args)
     assert first.name == f"dflash-{VERSION}.tar.zst"
     assert first.read_bytes() == second.read_bytes()
+    check = run_repro("check", str(first))
+    assert check.returncode == 0, check.stderr.decode()
     tree = extract(first, tmp_path / "x")
     manifest = (tree / "MANIFEST.sha256").read_text().splitlines()
     plain = (packed.tree / "MANIFEST.sha256").read_text().splitlines()
