@@ -463,6 +463,19 @@ def test_a_python_312_venv_packs_from_repro_on_311(workspace_312: Path, tmp_path
     assert "six==" in lock
 
 
+def test_the_active_virtual_env_is_packed_when_source_has_none(
+    workspace_312: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "bare"
+    source.mkdir()
+    env = pack_env(VIRTUAL_ENV=str(workspace_312 / ".venv"))
+    proc = pack(str(source), "-o", f"{tmp_path}/out/", "--version", "1", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    tree = extract(Path(json.loads(proc.stdout)["path"]), tmp_path / "x")
+    info = _toml.loads((tree / "bundle.toml").read_text())
+    assert info["name"] == "bare" and info["source"]["python"].startswith("3.12.")
+
+
 # --- the real sglang wheel ----------------------------------------------------------------
 
 
