@@ -5,16 +5,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.snapshot.conftest import Venv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_repro(
-    *args: str, input: bytes | None = None, cwd: Path | None = None, timeout: float = 600
+    *args: str,
+    input: bytes | None = None,
+    cwd: Path | None = None,
+    timeout: float = 600,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run the real CLI in a subprocess, as a user would."""
-    env = dict(os.environ)
+    """Run the real CLI in a subprocess, as a user would (in `env`, default: this one)."""
+    env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "repro", *args],
@@ -25,3 +36,15 @@ def run_repro(
         timeout=timeout,
         check=False,
     )
+
+
+@pytest.fixture(scope="session")
+def sglang_env(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A venv holding the real sglang wheel (no dependencies: it is only scanned and packed).
+
+    Tests that edit a file in it restore it before they return."""
+    from tests.snapshot.conftest import PYTHON_311, make_venv, pip
+
+    venv = make_venv(PYTHON_311, tmp_path_factory.mktemp("sglang") / "venv")
+    pip(venv, "install", "-q", "--no-deps", "sglang")
+    return venv

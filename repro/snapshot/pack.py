@@ -56,7 +56,7 @@ from repro.snapshot.lock import (
 )
 from repro.snapshot.models import ModelReference, describe_model
 from repro.snapshot.patchcollect import CollectedPatch, collect_patches
-from repro.snapshot.pristine import PristineCache
+from repro.snapshot.pristine import PristineCache, default_pip_cache
 from repro.snapshot.reproduce import (
     PatchSummary,
     ReproduceFacts,
@@ -142,8 +142,14 @@ class _Members:
         if executable:
             self.executable.add(rel)
 
-    def newest_mtime(self) -> int:
-        times = [int(p.stat().st_mtime) for p in self.items.values() if isinstance(p, Path)]
+    def newest_mtime(self, *, generated: Sequence[Path] = ()) -> int:
+        """The newest mtime of the source files; files the pack made itself (under
+        `generated`) do not count, or every pack would get a new timestamp."""
+        times = [
+            int(p.stat().st_mtime)
+            for p in self.items.values()
+            if isinstance(p, Path) and not any(p.is_relative_to(g) for g in generated)
+        ]
         return max(times, default=0)
 
 
@@ -406,7 +412,9 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             workspace = load_workspace_patches(
                 config.patches.workspace.dir, config.patches.workspace.map, facts=facts
             )
-        cache = PristineCache(python, temp / "pristine", download=options.download)
+        cache = PristineCache(
+            python, temp / "pristine", pip_cache=default_pip_cache(), download=options.download
+        )
         patches, patch_warnings, found_pristine = collect_patches(
             scan,
             pristine=options.pristine or config.patches.pristine,
@@ -491,7 +499,8 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         for path in carried:
             members.add(f"files/{path.relative_to(source).as_posix()}", path)
 
-        epoch = source_date_epoch(default=max(members.newest_mtime(), _record_mtime(facts)))
+        source_mtime = members.newest_mtime(generated=(temp, cache_dir))
+        epoch = source_date_epoch(default=max(source_mtime, _record_mtime(facts)))
         created = datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         info = BundleInfo(
             name=name,

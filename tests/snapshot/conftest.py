@@ -161,14 +161,6 @@ def patched_env(
 
 
 @pytest.fixture(scope="session")
-def sglang_env(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """A venv holding the real sglang wheel (no dependencies: it is only scanned)."""
-    venv = make_venv(PYTHON_311, tmp_path_factory.mktemp("sglang") / "venv")
-    pip(venv, "install", "-q", "--no-deps", "sglang")
-    return venv
-
-
-@pytest.fixture(scope="session")
 def probe_env_312(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A Python 3.12 venv (the tool runs on 3.11) with stand-ins for key modules.
 

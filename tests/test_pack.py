@@ -1,0 +1,581 @@
+"""`repro pack` end to end, through the real CLI, on real workspaces built once per session.
+
+The main workspace holds a Python 3.11 venv with real PyPI packages (six, idna, attrs,
+packaging), a package installed from a wheel built here whose wheel file is then deleted (so
+the vault must rebuild it from the installed files), an editable install, and three hand
+patches (idna/core.py edited, a file added inside packaging, idna/codec.py deleted); a
+systemd unit pointing into the venv and the workspace with an EnvironmentFile holding a
+token; a drafter directory with a fake 2 MB weights file; and bench files named in
+repro.toml.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro import _toml
+from tests.conftest import run_repro
+from tests.snapshot.conftest import (
+    PYTHON_311,
+    PYTHON_312,
+    Venv,
+    make_venv,
+    pip,
+    run,
+    write_project,
+)
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "hf_packTestSecretToken0123456789"
+VERSION = "1.0"
+PYPI = ("six", "idna", "attrs", "packaging")
+LOCAL_DIST = "repro-demo-wheel"
+EDITABLE_DIST = "repro-demo-editable"
+EXPECTED_PATCHES = {
+    ("idna", "idna/core.py", "modified"),
+    ("packaging", "packaging/_repro_added.py", "added"),
+    ("idna", "idna/codec.py", "deleted"),
+}
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def pack_env(**extra: str) -> dict[str, str]:
+    """The environment a pack runs in: this one, with a secret in it, no active venv."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["HF_TOKEN"] = TOKEN
+    env.update(extra)
+    return env
+
+
+def pack(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    return run_repro("pack", *args, env=pack_env() if env is None else env)
+
+
+def packed_ok(*args: str) -> Path:
+    """Run a pack that must succeed; return the bundle path it reports."""
+    proc = pack(*args, "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    document = json.loads(proc.stdout)
+    return Path(document["path"])
+
+
+def extract(archive: Path, into: Path) -> Path:
+    """Extract with GNU tar (not our own reader); return the bundle's top directory."""
+    into.mkdir(parents=True)
+    flags = ["--zstd"] if archive.name.endswith(".zst") else []
+    run(["tar", *flags, "-xf", str(archive), "-C", str(into)])
+    (top,) = into.iterdir()
+    return top
+
+
+def tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root (symlinks as their target) with its bytes and mtime."""
+    state: dict[str, tuple[bytes, int]] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            state[rel] = (os.readlink(path).encode(), path.lstat().st_mtime_ns)
+        elif path.is_file():
+            state[rel] = (path.read_bytes(), path.stat().st_mtime_ns)
+        elif path.is_dir():
+            state[rel + "/"] = (b"", path.stat().st_mtime_ns)
+    return state
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- the workspace -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    venv: Venv
+    local_wheel_name: str
+    env_file: Path
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    base = tmp_path_factory.mktemp("pack-ws")
+    root = base / "dflash"
+    root.mkdir()
+    venv = make_venv(PYTHON_311, root / "venv")
+
+    local = write_project(base / "local-src", LOCAL_DIST, "demo_wheel", "1.0+local", True)
+    dist = base / "dist"
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(local)])
+    (wheel,) = dist.glob("*.whl")
+    editable = write_project(base / "editable-src", EDITABLE_DIST, "demo_editable", "0.3", False)
+    pip(venv, "install", "-q", *PYPI, str(wheel))
+    pip(venv, "install", "-q", "-e", str(editable))
+    wheel_name = wheel.name
+    shutil.rmtree(dist)  # the vault must rebuild it from the installed files
+
+    site = venv.site_packages
+    core = site / "idna" / "core.py"
+    core.write_bytes(core.read_bytes().replace(b"import re", b"import re  # patched", 1))
+    (site / "packaging" / "_repro_added.py").write_text("ADDED = True\n")
+    (site / "idna" / "codec.py").unlink()
+
+    env_file = root / "app.env"
+    env_file.write_text(f"HF_TOKEN={TOKEN}\nSGLANG_LOG_LEVEL=info\n")
+    (root / "services").mkdir()
+    (root / "services" / "app.service").write_text(
+        "[Unit]\nDescription=demo app\n\n[Service]\n"
+        f"EnvironmentFile={env_file}\n"
+        f"ExecStart={root}/venv/bin/repro-demo-wheel-cli --config {root}/drafter/config.json\n"
+        f"WorkingDirectory={root}\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    drafter = root / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}\n')
+    (drafter / "README.md").write_text("# drafter\n")
+    (drafter / "model.safetensors").write_bytes(os.urandom(2 * 2**20))
+    (root / "bench").mkdir()
+    (root / "bench" / "run_bench.sh").write_text("#!/bin/sh\necho bench\n")
+    (root / "bench" / "run_bench.sh").chmod(0o755)
+    (root / "bench" / "results.json").write_text('{"tokens_per_s": 1234.5}\n')
+    (root / "repro.toml").write_text(
+        '[files]\ninclude = ["bench/*"]\n\n'
+        '[launch]\ncommands = ["python -m sglang.launch_server --model-path /m --port 30001"]\n'
+    )
+    return Workspace(root, venv, wheel_name, env_file)
+
+
+@dataclass(frozen=True)
+class Packed:
+    archive: Path
+    tree: Path
+    summary: dict[str, Any]
+    before: dict[str, tuple[bytes, int]]
+    after: dict[str, tuple[bytes, int]]
+
+
+@pytest.fixture(scope="session")
+def packed(workspace: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Packed:
+    out = tmp_path_factory.mktemp("pack-out")
+    before = tree_state(workspace.root)
+    proc = pack(str(workspace.root), "-o", f"{out}/", "--version", VERSION, "--json")
+    after = tree_state(workspace.root)
+    assert proc.returncode == 0, proc.stderr.decode()
+    summary = json.loads(proc.stdout)
+    archive = Path(summary["path"])
+    return Packed(archive, extract(archive, out / "x"), summary, before, after)
+
+
+@pytest.fixture(scope="session")
+def packed_all(workspace: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pack-all")
+    archive = packed_ok(str(workspace.root), "-o", f"{out}/", "--version", "9", "--wheels", "all")
+    return extract(archive, out / "x")
+
+
+@pytest.fixture(scope="session")
+def workspace_312(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace whose venv is made with Python 3.12 (repro runs on 3.11)."""
+    root = tmp_path_factory.mktemp("pack-312") / "svc312"
+    root.mkdir()
+    venv = make_venv(PYTHON_312, root / ".venv")
+    pip(venv, "install", "-q", "six")
+    return root
+
+
+# --- bundle content ------------------------------------------------------------------------
+
+
+def test_pack_summary_and_layout(packed: Packed) -> None:
+    assert packed.archive.name == f"dflash-{VERSION}.tar"
+    assert packed.tree.name == f"dflash-{VERSION}"
+    for rel in ("bundle.toml", "MANIFEST.sha256", "REPRODUCE.md", "setup_env.sh"):
+        assert (packed.tree / rel).is_file(), rel
+    assert os.access(packed.tree / "setup_env.sh", os.X_OK)
+    assert list((packed.tree / "tool" / "wheels").glob("repro-*.whl"))
+    summary = packed.summary
+    assert summary["units"] == ["app.service"]
+    assert summary["models"] == ["drafter"]
+    assert summary["files"] == ["bench/results.json", "bench/run_bench.sh"]
+
+
+def test_manifest_verifies_with_sha256sum(packed: Packed) -> None:
+    proc = subprocess.run(
+        ["sha256sum", "--strict", "-c", "MANIFEST.sha256"],
+        cwd=packed.tree,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+    listed = {
+        line.split("  ", 1)[1]
+        for line in (packed.tree / "MANIFEST.sha256").read_text().splitlines()
+    }
+    on_disk = {p.relative_to(packed.tree).as_posix() for p in packed.tree.rglob("*") if p.is_file()}
+    assert listed == on_disk - {"MANIFEST.sha256"}
+
+
+def test_repro_check_passes_on_the_archive(packed: Packed) -> None:
+    proc = run_repro("check", str(packed.archive))
+    assert proc.returncode == 0, proc.stderr.decode()
+
+
+def test_patches_toml_lists_exactly_the_patches(packed: Packed, workspace: Workspace) -> None:
+    data = _toml.loads((packed.tree / "patches" / "patches.toml").read_text())
+    entries = data["files"]
+    assert {(e["dist"], e["path"], e["kind"]) for e in entries} == EXPECTED_PATCHES
+    site = workspace.venv.site_packages
+    for entry in entries:
+        if entry["kind"] == "deleted":
+            assert entry.get("patched_sha256") is None
+            assert entry["pristine_sha256"]
+            continue
+        patched = (site / entry["path"]).read_bytes()
+        assert entry["patched_sha256"] == sha256(patched)
+        full = packed.tree / "patches" / "full" / entry["dist"] / entry["path"]
+        assert full.read_bytes() == patched
+
+
+@pytest.fixture(scope="session")
+def idna_wheel(
+    packed: Packed, workspace: Workspace, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The PyPI wheel of the idna version the workspace holds (the pristine files)."""
+    entry = _modified_entry(packed.tree)
+    out = tmp_path_factory.mktemp("idna-wheel")
+    pip(workspace.venv, "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(out),
+        f"idna=={entry['version']}")  # fmt: skip
+    (wheel,) = out.glob("idna-*.whl")
+    return wheel
+
+
+def _modified_entry(tree: Path) -> dict[str, Any]:
+    data = _toml.loads((tree / "patches" / "patches.toml").read_text())
+    (entry,) = [e for e in data["files"] if e["kind"] == "modified"]
+    assert isinstance(entry, dict)
+    return entry
+
+
+def test_diff_applies_to_the_pristine_wheel_file(
+    packed: Packed, workspace: Workspace, idna_wheel: Path, tmp_path: Path
+) -> None:
+    entry = _modified_entry(packed.tree)
+    work = tmp_path / "work"
+    work.mkdir()
+    run(["python3", "-m", "zipfile", "-e", str(idna_wheel), str(work)])
+    assert sha256((work / "idna" / "core.py").read_bytes()) == entry["pristine_sha256"]
+    diff = packed.tree / "patches" / "diffs" / "idna" / "idna" / "core.py.diff"
+    proc = subprocess.run(
+        ["patch", "-p1", "-d", str(work), "-i", str(diff)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
+    patched = (workspace.venv.site_packages / "idna" / "core.py").read_bytes()
+    assert (work / "idna" / "core.py").read_bytes() == patched
+
+
+def test_offline_pack_takes_pristine_files_from_pips_cache(
+    packed: Packed, workspace: Workspace, idna_wheel: Path, tmp_path: Path
+) -> None:
+    """With --offline nothing is downloaded; a wheel in pip's cache still gives the diff."""
+    cache = tmp_path / "pip-cache"
+    (cache / "wheels" / "ab" / "cd").mkdir(parents=True)
+    shutil.copy(idna_wheel, cache / "wheels" / "ab" / "cd" / idna_wheel.name)
+    env = pack_env(PIP_CACHE_DIR=str(cache))
+    proc = pack(str(workspace.root), "-o", f"{tmp_path}/out/", "--version", "2", "--offline",
+                "--json", env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    tree = extract(Path(json.loads(proc.stdout)["path"]), tmp_path / "x")
+    diff = tree / "patches" / "diffs" / "idna" / "idna" / "core.py.diff"
+    assert (
+        diff.read_bytes()
+        == (packed.tree / "patches" / "diffs" / "idna" / "idna" / "core.py.diff").read_bytes()
+    )
+
+
+def _vault(tree: Path) -> set[str]:
+    return {p.name for p in (tree / "env" / "wheels").glob("*.whl")}
+
+
+def test_auto_vault_holds_the_local_and_editable_wheels_only(
+    packed: Packed, workspace: Workspace
+) -> None:
+    vault = _vault(packed.tree)
+    assert workspace.local_wheel_name in vault
+    assert any(name.startswith("repro_demo_editable-0.3-") for name in vault)
+    assert len(vault) == 2, vault
+    assert set(packed.summary["vault_wheels"]) == vault
+
+
+def test_vault_wheel_of_the_local_dist_installs_its_files(packed: Packed, tmp_path: Path) -> None:
+    (wheel,) = (packed.tree / "env" / "wheels").glob("repro_demo_wheel-*.whl")
+    target = make_venv(PYTHON_311, tmp_path / "venv")
+    pip(target, "install", "-q", "--no-deps", "--no-index", str(wheel))
+    assert (target.site_packages / "demo_wheel" / "data.txt").read_text() == "payload\n"
+    out = run([str(target.root / "bin" / "repro-demo-wheel-cli")])
+    assert out.strip() == LOCAL_DIST
+
+
+def test_wheels_all_vaults_every_distribution(packed_all: Path) -> None:
+    vault = _vault(packed_all)
+    prefixes = {name.split("-", 1)[0].lower() for name in vault}
+    facts = json.loads((packed_all / "env" / "environment.json").read_text())
+    wanted = {d["normalized_name"].replace("-", "_") for d in facts["distributions"]}
+    assert {"six", "idna", "attrs", "packaging", "repro_demo_wheel", "repro_demo_editable"} <= (
+        prefixes
+    )
+    assert prefixes == wanted
+
+
+def test_requirements_lock_pins_everything_portably(packed: Packed) -> None:
+    text = (packed.tree / "env" / "requirements.lock").read_text()
+    facts = json.loads((packed.tree / "env" / "environment.json").read_text())
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    pins = [line for line in lines if not line.startswith("--")]
+    assert all("==" in line for line in pins)
+    expected = {f"{d['normalized_name']}=={d['version']}" for d in facts["distributions"]}
+    assert set(pins) == expected
+    assert f"{LOCAL_DIST}==1.0+local" in pins and f"{EDITABLE_DIST}==0.3" in pins
+    assert not any("file://" in line or line.startswith(("-e", "--editable")) for line in lines)
+    assert "@" not in " ".join(pins)
+
+
+def test_units_are_templated_and_the_token_is_nowhere(packed: Packed, workspace: Workspace) -> None:
+    unit = (packed.tree / "services" / "app.service").read_text()
+    assert "ExecStart=${REPRO_VENV}/bin/repro-demo-wheel-cli" in unit
+    assert "${REPRO_HOME}/drafter/config.json" in unit
+    assert str(workspace.root) not in unit
+    env_files = list((packed.tree / "services").rglob("app.env"))
+    assert len(env_files) == 1
+    assert "HF_TOKEN=" in env_files[0].read_text() and "SGLANG_LOG_LEVEL=info" in (
+        env_files[0].read_text()
+    )
+    secret = TOKEN.encode()
+    assert secret not in packed.archive.read_bytes()
+    for path in packed.tree.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_bytes(), path
+    environment = json.loads((packed.tree / "env" / "environment.json").read_text())
+    assert "HF_TOKEN" in json.dumps(environment)
+    assert TOKEN not in json.dumps(environment)
+
+
+def test_models_carry_config_and_card_but_not_weights(packed: Packed, workspace: Workspace) -> None:
+    drafter = packed.tree / "models" / "drafter"
+    assert sorted(p.name for p in drafter.iterdir()) == ["README.md", "config.json"]
+    assert (drafter / "config.json").read_bytes() == (
+        workspace.root / "drafter" / "config.json"
+    ).read_bytes()
+    info = _toml.loads((packed.tree / "bundle.toml").read_text())
+    (model,) = info["models"]
+    source = workspace.root / "drafter"
+    assert model["name"] == "drafter" and model["role"] == "drafter"
+    assert model["total_bytes"] == sum(p.stat().st_size for p in source.iterdir())
+    assert model["file_count"] == 3
+    assert model["small_files"] == {
+        "README.md": sha256((source / "README.md").read_bytes()),
+        "config.json": sha256((source / "config.json").read_bytes()),
+    }
+
+
+def test_bench_files_and_launch_are_carried(packed: Packed, workspace: Workspace) -> None:
+    for name in ("run_bench.sh", "results.json"):
+        carried = packed.tree / "files" / "bench" / name
+        assert carried.read_bytes() == (workspace.root / "bench" / name).read_bytes()
+    assert os.access(packed.tree / "files" / "bench" / "run_bench.sh", os.X_OK)
+    info = _toml.loads((packed.tree / "bundle.toml").read_text())
+    assert info["version"] == VERSION and info["name"] == "dflash"
+    assert "--port 30001" in json.dumps(info["launch"])
+    assert info["source"]["python"].startswith("3.11.")
+
+
+def test_nothing_in_source_is_modified(packed: Packed) -> None:
+    assert packed.before.keys() == packed.after.keys()
+    changed = [k for k in packed.before if packed.before[k] != packed.after[k]]
+    assert changed == []
+
+
+# --- determinism, versions, stdout ------------------------------------------------------
+
+
+def test_a_repack_is_byte_identical(packed: Packed, workspace: Workspace, tmp_path: Path) -> None:
+    again = packed_ok(str(workspace.root), "-o", f"{tmp_path}/", "--version", VERSION)
+    assert again.name == packed.archive.name
+    assert again.read_bytes() == packed.archive.read_bytes()
+
+
+def test_zst_repacks_are_byte_identical(
+    packed: Packed, workspace: Workspace, tmp_path: Path
+) -> None:
+    args = ("--version", VERSION, "--compress", "zst")
+    first = packed_ok(str(workspace.root), "-o", f"{tmp_path}/a/", *args)
+    second = packed_ok(str(workspace.root), "-o", f"{tmp_path}/b/", *args)
+    assert first.name == f"dflash-{VERSION}.tar.zst"
+    assert first.read_bytes() == second.read_bytes()
+    check = run_repro("check", str(first))
+    assert check.returncode == 0, check.stderr.decode()
+    tree = extract(first, tmp_path / "x")
+    manifest = (tree / "MANIFEST.sha256").read_text().splitlines()
+    plain = (packed.tree / "MANIFEST.sha256").read_text().splitlines()
+    # the same members as the plain pack; only REPRODUCE.md names the bundle file
+    differ = set(manifest) ^ set(plain)
+    assert {line.split("  ", 1)[1] for line in differ} == {"REPRODUCE.md"}
+
+
+def test_versions_count_up_in_the_output_dir(workspace_312: Path, tmp_path: Path) -> None:
+    first = packed_ok(str(workspace_312), "-o", f"{tmp_path}/")
+    second = packed_ok(str(workspace_312), "-o", f"{tmp_path}/")
+    assert (first.name, second.name) == ("svc312-1.tar", "svc312-2.tar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["svc312-1.tar", "svc312-2.tar"]
+
+
+def test_stdout_stream_equals_the_file(workspace_312: Path, tmp_path: Path) -> None:
+    streamed = pack(str(workspace_312), "-o", "-", "--version", "3")
+    assert streamed.returncode == 0, streamed.stderr.decode()
+    archive = packed_ok(str(workspace_312), "-o", f"{tmp_path}/", "--version", "3")
+    assert streamed.stdout == archive.read_bytes()
+
+
+def test_a_python_312_venv_packs_from_repro_on_311(workspace_312: Path, tmp_path: Path) -> None:
+    assert sys.version_info[:2] == (3, 11)
+    archive = packed_ok(str(workspace_312), "-o", f"{tmp_path}/", "--version", "1")
+    tree = extract(archive, tmp_path / "x")
+    info = _toml.loads((tree / "bundle.toml").read_text())
+    assert info["source"]["python"].startswith("3.12.")
+    lock = (tree / "env" / "requirements.lock").read_text()
+    assert "six==" in lock
+
+
+def test_the_active_virtual_env_is_packed_when_source_has_none(
+    workspace_312: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "bare"
+    source.mkdir()
+    env = pack_env(VIRTUAL_ENV=str(workspace_312 / ".venv"))
+    proc = pack(str(source), "-o", f"{tmp_path}/out/", "--version", "1", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    tree = extract(Path(json.loads(proc.stdout)["path"]), tmp_path / "x")
+    info = _toml.loads((tree / "bundle.toml").read_text())
+    assert info["name"] == "bare" and info["source"]["python"].startswith("3.12.")
+
+
+# --- the real sglang wheel ----------------------------------------------------------------
+
+
+def test_pack_finds_the_one_edited_file_in_real_sglang(sglang_env: Venv, tmp_path: Path) -> None:
+    source = tmp_path / "sgl"
+    source.mkdir()
+    target = sglang_env.site_packages / "sglang" / "srt" / "server_args.py"
+    original = target.read_bytes()
+    target.write_bytes(original.replace(b"def ", b"def  ", 1))
+    try:
+        archive = packed_ok(
+            str(source), "--python", str(sglang_env.python), "-o", f"{tmp_path}/out/", "--offline"
+        )
+    finally:
+        target.write_bytes(original)
+    tree = extract(archive, tmp_path / "x")
+    data = _toml.loads((tree / "patches" / "patches.toml").read_text())
+    assert [(e["dist"], e["path"], e["kind"]) for e in data["files"]] == [
+        ("sglang", "sglang/srt/server_args.py", "modified")
+    ]
+    full = tree / "patches" / "full" / "sglang" / "sglang" / "srt" / "server_args.py"
+    assert full.read_bytes() == original.replace(b"def ", b"def  ", 1)
+
+
+# --- refusals --------------------------------------------------------------------------
+
+
+def _refused(proc: subprocess.CompletedProcess[bytes], *needles: str, code: int = 2) -> str:
+    message = proc.stderr.decode()
+    print(message)
+    assert proc.returncode == code, message
+    assert "Traceback" not in message, message
+    for needle in needles:
+        assert needle in message, message
+    return message
+
+
+def test_refuses_a_missing_source(tmp_path: Path) -> None:
+    out = tmp_path / "out.tar"
+    _refused(pack(str(tmp_path / "nope"), "-o", str(out)), str(tmp_path / "nope"))
+    assert not out.exists()
+
+
+def test_refuses_a_file_as_source(tmp_path: Path) -> None:
+    source = tmp_path / "file.txt"
+    source.write_text("x")
+    out = tmp_path / "out.tar"
+    _refused(pack(str(source), "-o", str(out)), str(source), "not a directory")
+    assert not out.exists()
+
+
+def test_refuses_without_an_interpreter(tmp_path: Path) -> None:
+    source = tmp_path / "empty"
+    source.mkdir()
+    out = tmp_path / "out.tar"
+    _refused(pack(str(source), "-o", str(out)), "no environment found", "--python")
+    assert not out.exists()
+
+
+def test_refuses_an_interpreter_it_cannot_read(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    not_python = tmp_path / "python"
+    not_python.write_text("#!/bin/sh\necho not-json\n")
+    not_python.chmod(0o755)
+    out = tmp_path / "out.tar"
+    _refused(pack(str(source), "--python", str(not_python), "-o", str(out)), str(not_python))
+    not_python.chmod(0o644)
+    _refused(pack(str(source), "--python", str(not_python), "-o", str(out)), "not an executable")
+    assert not out.exists()
+
+
+def test_refuses_a_repro_toml_that_does_not_parse(tmp_path: Path) -> None:
+    source = tmp_path / "bad"
+    source.mkdir()
+    (source / "repro.toml").write_text("[files\ninclude = 3\n")
+    out = tmp_path / "out.tar"
+    _refused(pack(str(source), "-o", str(out)), "repro.toml", "not valid TOML")
+    assert not out.exists()
+
+
+def test_refuses_an_output_inside_the_venv(workspace: Workspace) -> None:
+    out = workspace.venv.root / "bundle.tar"
+    _refused(pack(str(workspace.root), "-o", str(out)), "inside the environment")
+    assert not out.exists()
+
+
+def test_a_failed_pack_leaves_nothing_behind(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    base = tmp_path_factory.mktemp("pack-broken")
+    root = base / "broken"
+    venv = make_venv(PYTHON_311, root / "venv")
+    project = write_project(base / "src", "repro-broken", "broken_pkg", "2.0+local", False)
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(base), str(project)])
+    (wheel,) = base.glob("*.whl")
+    pip(venv, "install", "-q", "--no-deps", str(wheel))
+    wheel.unlink()
+    (venv.site_packages / "broken_pkg" / "data.txt").unlink()
+    out = tmp_path / "out"
+    out.mkdir()
+    message = _refused(pack(str(root), "-o", f"{out}/", "--version", "1"), "data.txt", code=1)
+    assert list(out.iterdir()) == [], message
