@@ -7,9 +7,6 @@ on a site-packages directory alone.
 
 from __future__ import annotations
 
-import base64
-import csv
-import io
 import json
 import os
 import subprocess
@@ -22,17 +19,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
+from repro.snapshot.record import RecordEntry
+from repro.snapshot.record import read_record as read_record_file
 
 PROBE_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class RecordEntry:
-    """One line of a RECORD file: the path as written, and its hash and size when given."""
-
-    path: str
-    sha256: str | None
-    size: int | None
 
 
 @dataclass(frozen=True)
@@ -142,35 +132,14 @@ def read_metadata_name_version(dist_info: Path) -> tuple[str, str]:
 
 
 def read_record(dist_info: Path) -> list[RecordEntry]:
-    """Parse RECORD; entries keep the path exactly as written (relative to site-packages)."""
+    """The RECORD rows of an installed distribution (paths relative to site-packages)."""
     record = dist_info / "RECORD"
-    try:
-        text = record.read_text(encoding="utf-8")
-    except OSError as exc:
+    if not record.is_file():
         raise InputError(
-            f"{record}: cannot read: {exc.strerror or exc}",
+            f"{record}: cannot read: no such file",
             hint="the distribution was not installed from a wheel; reinstall it with pip",
-        ) from exc
-    entries: list[RecordEntry] = []
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
-        if not row:
-            continue
-        if len(row) != 3:
-            raise InputError(f"{record}:{lineno}: expected 3 fields, found {len(row)}")
-        path, hash_field, size_field = row
-        digest: str | None = None
-        if hash_field:
-            algo, _, value = hash_field.partition("=")
-            if algo == "sha256" and value:
-                digest = _urlsafe_b64_to_hex(value)
-        size = int(size_field) if size_field.isdigit() else None
-        entries.append(RecordEntry(path, digest, size))
-    return entries
-
-
-def _urlsafe_b64_to_hex(value: str) -> str:
-    padded = value + "=" * (-len(value) % 4)
-    return base64.urlsafe_b64decode(padded).hex()
+        )
+    return list(read_record_file(record))
 
 
 def _read_optional_text(path: Path) -> str | None:

@@ -45,11 +45,11 @@ from repro.errors import EXIT_INVALID, ReproError
 from repro.hashing import CHUNK_SIZE
 from repro.snapshot.installed import (
     InstalledDist,
-    RecordEntry,
     SchemePaths,
     read_metadata_name_version,
     read_record,
 )
+from repro.snapshot.record import RecordEntry
 
 PristineSource = Callable[[str], bytes | None]
 """Given a path as RECORD lists it, return the file's pristine bytes, or None."""
