@@ -122,16 +122,21 @@ def _run(
     return result.stdout
 
 
-def create_venv(python: Path, target: Path, installer: Installer) -> Path:
-    """A fresh venv at `target` made with `python`; returns its interpreter."""
+def create_venv(python: Path, target: Path, installer: Installer, *, offline: bool = False) -> Path:
+    """A fresh venv at `target` made with `python`; returns its interpreter.
+
+    Offline, uv must not seed pip/setuptools/wheel (it would fetch them from an index);
+    the lock's own pins of them come from the vault in the install step.
+    """
     if installer == "uv":
         uv = find_uv()
         assert uv is not None
+        seed = ["--offline"] if offline else ["--seed"]
         _run(
             [
                 str(uv),
                 "venv",
-                "--seed",
+                *seed,
                 "--allow-existing",
                 "--quiet",
                 "--python",
@@ -139,6 +144,7 @@ def create_venv(python: Path, target: Path, installer: Installer) -> Path:
                 str(target),
             ],
             what=f"uv venv {target}",
+            env=_clean_env(),
         )
     else:
         _run([str(python), "-m", "venv", str(target)], what=f"{python} -m venv {target}")
