@@ -481,6 +481,8 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
         proc.stderr.close()
     done = state(target)["done"]
     assert "venv" in done and "install" not in done
+    # The killed run's staging copy of the bundle is still there; the rerun clears it.
+    assert len(list(tmp_path.glob(".repro-unpack-*"))) == 1
 
     result = unpack(bundles.default, target, "--cpu", "--no-smoke", "--installer", "pip", "--json")
     ok(result)
@@ -489,6 +491,7 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
     assert installed(target) == installed(online["pip"])
     assert_round_trip(target, bundles.default)
     assert state(target)["done"] == state(online["pip"])["done"]
+    assert not list(tmp_path.glob(".repro-unpack-*"))
 
 
 # --- verify before touching, dry run ----------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -54,6 +55,7 @@ Events = Callable[[str, str, str], None]
 BUNDLE_DIR = "bundle"
 REPORT = "unpack-report.json"
 LOCK = "unpack.lock"
+STAGING_PREFIX = ".repro-unpack-"
 
 _SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
@@ -163,12 +165,31 @@ def verify_bundle_dir(bundle_dir: Path, where: str) -> BundleInfo:
     return load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_staging(parent: Path) -> None:
+    """Staging directories of runs that were killed (their process is gone)."""
+    for path in parent.glob(f"{STAGING_PREFIX}*-*"):
+        pid = path.name.removeprefix(STAGING_PREFIX).partition("-")[0]
+        if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def read_bundle(bundle: str, staging_parent: Path) -> tuple[Path, BundleInfo, bool]:
     """The verified bundle directory, its info, and whether it is a staging copy of ours."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
         return directory, verify_bundle_dir(directory, bundle), False
-    dest = staging_parent / f".repro-unpack-{secrets.token_hex(6)}"
+    _remove_stale_staging(staging_parent)
+    dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
     infos: list[BundleInfo] = []
 
     def verify(top: Path) -> None:
