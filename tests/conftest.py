@@ -22,17 +22,19 @@ def run_repro(
     input: bytes | None = None,
     cwd: Path | None = None,
     timeout: float = 600,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run the real CLI in a subprocess, as a user would (in `env`, default: this one)."""
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    """Run the real CLI in a subprocess, as a user would. `env` adds or overrides
+    variables of this process's environment; a value of None removes the variable."""
+    merged: dict[str, str | None] = {**os.environ, **(env or {})}
+    child = {key: value for key, value in merged.items() if value is not None}
+    child["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + child.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "repro", *args],
         input=input,
         capture_output=True,
         cwd=cwd,
-        env=env,
+        env=child,
         timeout=timeout,
         check=False,
     )

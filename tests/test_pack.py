@@ -53,15 +53,16 @@ EXPECTED_PATCHES = {
 # --- helpers ---------------------------------------------------------------------------
 
 
-def pack_env(**extra: str) -> dict[str, str]:
+def pack_env(**extra: str) -> dict[str, str | None]:
     """The environment a pack runs in: this one, with a secret in it, no active venv."""
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    env["HF_TOKEN"] = TOKEN
+    env: dict[str, str | None] = {"VIRTUAL_ENV": None, "HF_TOKEN": TOKEN}
     env.update(extra)
     return env
 
 
-def pack(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def pack(
+    *args: str, env: Mapping[str, str | None] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     return run_repro("pack", *args, env=pack_env() if env is None else env)
 
 

@@ -10,10 +10,9 @@ from rich.table import Table
 
 from repro.cli._common import echo_json
 from repro.errors import EXIT_OK
-from repro.install.patching import unpatch
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
-from repro.install.unpack import UnpackOptions, UnpackReport, site_packages_of, unpack
+from repro.install.unpack import UnpackOptions, UnpackReport, unpack, unpatch_target
 from repro.ladder import RungResult
 
 STYLE = {
@@ -111,7 +110,9 @@ def _summary(console: Console, report: UnpackReport) -> None:
         style = STYLE.get(step.status, "white")
         table.add_row(step.name, f"[{style}]{step.status}[/{style}]", step.detail)
     console.print(table)
-    if not report.changed:
+    if report.plan is not None:
+        console.print(f"dry run, nothing was created: {report.plan}", soft_wrap=True)
+    elif not report.changed:
         console.print("nothing to do: the target is already in the bundle's state")
 
 
@@ -119,8 +120,9 @@ def _summary(console: Console, report: UnpackReport) -> None:
 @click.argument("target", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--force", is_flag=True, help="Restore even files changed since patching.")
 def unpatch_command(target: Path, force: bool) -> int:
-    """Restore the original files that `repro unpack` patched in TARGET."""
-    restored = unpatch(target / STATE_DIR, site_packages_of(target / "bin" / "python"), force=force)
+    """Restore the original files that `repro unpack` patched in TARGET; the next
+    `repro unpack` of the same bundle into TARGET applies the patches again."""
+    restored = unpatch_target(target, force=force)
     for path in restored:
         click.echo(f"restored {path}", err=True)
     return EXIT_OK

@@ -130,7 +130,11 @@ def create_venv(python: Path, target: Path, installer: Installer) -> Path:
         # No --seed: seeding fetches pip from an index, which an air-gapped box has not;
         # the lock pins pip itself when the source had it, and uv needs no pip.
         argv = [str(uv), "venv", "--allow-existing", "--quiet", "--offline"]
-        _run([*argv, "--python", str(python), str(target)], what=f"uv venv {target}")
+        _run(
+            [*argv, "--python", str(python), str(target)],
+            what=f"uv venv {target}",
+            env=_clean_env(),
+        )
     else:
         _run([str(python), "-m", "venv", str(target)], what=f"{python} -m venv {target}")
     interpreter = target / "bin" / "python"

@@ -26,7 +26,7 @@ Status = Literal["pass", "warn", "fail"]
 _PYTHON_FACTS = (
     "import json, sys, sysconfig; "
     "print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
-    "'include': sysconfig.get_paths()['include']}))"
+    "'include': sysconfig.get_paths()['include'], 'executable': sys.executable}))"
 )
 
 
@@ -125,9 +125,12 @@ def check_python(inputs: PreflightInputs) -> tuple[Check, Path | None, dict[str,
     for candidate in candidates:
         facts = _python_facts(candidate)
         if facts is not None and _major_minor(facts["version"]) == want:
+            # The interpreter itself, not a launcher in front of it (a pyenv shim picks
+            # its Python by the working directory, so it may not be this one later).
+            chosen = Path(facts.get("executable") or candidate)
             return (
-                Check("python", "pass", f"{candidate} is Python {facts['version']}"),
-                candidate,
+                Check("python", "pass", f"{chosen} is Python {facts['version']}"),
+                chosen,
                 facts,
             )
     if inputs.python is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -41,10 +42,10 @@ from repro.install.installer import (
     verify_installed,
 )
 from repro.install.models import ModelCheck, check_models
-from repro.install.patching import PatchResult, apply_patches
+from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.services import install_units, render_units
-from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
+from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, load_state, open_state
 from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
 from repro.snapshot.lock import read_requirements_lock
@@ -54,6 +55,7 @@ Events = Callable[[str, str, str], None]
 BUNDLE_DIR = "bundle"
 REPORT = "unpack-report.json"
 LOCK = "unpack.lock"
+STAGING_PREFIX = ".repro-unpack-"
 
 _SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
@@ -95,6 +97,7 @@ class UnpackReport:
     models: list[ModelCheck] = field(default_factory=list)
     smoke: dict[str, Any] | None = None
     changed: bool = False
+    plan: str | None = None  # --dry-run: what a real run would do
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +106,7 @@ class UnpackReport:
             "version": self.version,
             "target": self.target,
             "changed": self.changed,
+            "plan": self.plan,
             "steps": [
                 {"name": s.name, "status": s.status, "detail": s.detail, "facts": s.facts}
                 for s in self.steps
@@ -161,13 +165,31 @@ def verify_bundle_dir(bundle_dir: Path, where: str) -> BundleInfo:
     return load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_staging(parent: Path) -> None:
+    """Staging directories of runs that were killed (their process is gone)."""
+    for path in parent.glob(f"{STAGING_PREFIX}*-*"):
+        pid = path.name.removeprefix(STAGING_PREFIX).partition("-")[0]
+        if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def read_bundle(bundle: str, staging_parent: Path) -> tuple[Path, BundleInfo, bool]:
     """The verified bundle directory, its info, and whether it is a staging copy of ours."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
         return directory, verify_bundle_dir(directory, bundle), False
-    staging_parent.mkdir(parents=True, exist_ok=True)
-    dest = staging_parent / f".repro-unpack-{secrets.token_hex(6)}"
+    _remove_stale_staging(staging_parent)
+    dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
     infos: list[BundleInfo] = []
 
     def verify(top: Path) -> None:
@@ -241,23 +263,35 @@ class _Run:
         self.report = report
         self.state = state
         self.events = events
+        self.running: str | None = None
 
     def skip_if_done(self, step: str) -> bool:
+        """True when `step` finished in an earlier run; otherwise it starts now."""
         if self.state.is_done(step):
             self.report.steps.append(StepReport(step, "already done"))
             self.events(step, "already done", "")
             return True
+        self.running = step
         return False
+
+    def failed(self, error: ReproError) -> None:
+        """Record the step that raised, so the saved report names it."""
+        if self.running is not None:
+            self.report.steps.append(StepReport(self.running, "failed", error.message))
+            self.events(self.running, "failed", error.message.splitlines()[0])
+            self.running = None
 
     def done(self, step: str, detail: str, **facts: Any) -> None:
         self.state.mark_done(step, **facts)
         self.report.steps.append(StepReport(step, "done", detail, facts))
         self.report.changed = True
+        self.running = None
         self.events(step, "done", detail)
 
     def skipped(self, step: str, detail: str) -> None:
-        self.state.mark_done(step)
+        # Not recorded as done: a later run without --no-smoke runs the ladder.
         self.report.steps.append(StepReport(step, "skipped", detail))
+        self.running = None
         self.events(step, "skipped", detail)
 
     def save(self) -> None:
@@ -273,7 +307,9 @@ def unpack(
 ) -> UnpackReport:
     emit = events or (lambda step, status, detail: None)
     report = UnpackReport(bundle=options.bundle)
-    staging_parent = (options.target.parent if options.target else Path.cwd()).resolve()
+    staging_parent = _existing_ancestor(
+        (options.target.parent if options.target else Path.cwd()).resolve()
+    )
     bundle_dir, info, ours = read_bundle(options.bundle, staging_parent)
     try:
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
@@ -300,9 +336,6 @@ def _unpack_verified(
     emit("verify", "done", f"{info.top_dir}: every file matches MANIFEST.sha256")
 
     state = open_state(target, identity, replace=options.replace)
-    if options.replace and state.done == [] and (target / STATE_DIR).exists():
-        _wipe_target(target)
-        state = open_state(target, identity, replace=True)
     run = _Run(report, state, emit)
 
     python: Path | None = None
@@ -323,12 +356,19 @@ def _unpack_verified(
         python = preflight.python
         if options.dry_run:
             report.steps.append(StepReport("preflight", "done", "dry run: stopping here"))
-            report.steps.append(StepReport("plan", "done", _plan(bundle_dir, target, options)))
+            report.plan = _plan(bundle_dir, target, options)
+            report.steps.append(StepReport("plan", "done", report.plan))
             return report
     else:
         python = Path(state.facts["preflight"]["python"])
         run.skip_if_done("preflight")
 
+    if options.replace and state.done == [] and (target / STATE_DIR).exists():
+        # Only now, with the bundle verified and the preflight passed, is the other
+        # bundle's target removed.
+        _wipe_target(target)
+        state = open_state(target, identity, replace=True)
+        run.state = state
     target.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
         _keep_bundle(bundle_dir, target / STATE_DIR / BUNDLE_DIR, movable=movable)
@@ -437,11 +477,20 @@ def _install_steps(
                         f"the smoke ladder failed in {target}: {report.smoke.get('summary', '')}",
                         hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
                     )
-    except ReproError:
+    except ReproError as exc:
+        run.failed(exc)
         run.save()
         raise
     run.save()
     return report
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """Where the staging directory goes: beside the target when its parent exists, else
+    in the nearest directory that does (so verifying creates no directory of its own)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def _wipe_target(target: Path) -> None:
@@ -464,3 +513,17 @@ def _plan(bundle_dir: Path, target: Path, options: UnpackOptions) -> str:
         f"({mode}; {len(wheels)} vault wheels), apply {len(patches.entries)} patched files, "
         f"render {len(units)} unit(s)"
     )
+
+
+def unpatch_target(target: Path, *, force: bool = False) -> list[str]:
+    """`repro unpatch`: restore the originals of the patched files in an unpacked target.
+
+    The patch step (and the steps after it) is forgotten in state.toml, so the
+    next `repro unpack` of the same bundle applies the patches again: to pristine
+    files in full, to files edited since then through their diffs.
+    """
+    state = load_state(target)
+    restored = unpatch(target / STATE_DIR, site_packages_of(target / "bin" / "python"), force=force)
+    if state is not None:
+        state.forget("patch")
+    return restored
