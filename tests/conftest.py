@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._bundles import bundle_pair  # noqa: F401 - the inspect and diff tests share it
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -304,7 +304,7 @@ def _launch(config: Config) -> LaunchInfo:
     return LaunchInfo(tuple(commands))
 
 
-def _source_info(facts: EnvironmentFacts) -> SourceInfo:
+def source_info(facts: EnvironmentFacts) -> SourceInfo:
     torch = next((m for m in facts.modules if m.module == "torch"), None)
     torch_facts = torch.torch if torch else None
     gpus = tuple(
@@ -499,7 +499,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             version=version,
             created=created,
             tool_version=__version__,
-            source=_source_info(facts),
+            source=source_info(facts),
             launch=_launch(config),
             ladder=LadderInfo(
                 rungs=config.ladder.rungs,
