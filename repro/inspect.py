@@ -7,6 +7,7 @@ a binary stream and checks them against the manifest on the way.
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -19,6 +20,8 @@ from repro.check import TargetKind, classify_target
 from repro.errors import InputError
 from repro.hashing import CHUNK_SIZE
 from repro.manifest import MANIFEST_NAME, parse_manifest
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(?P<oldlen>\d+))? \+\d+(?:,(?P<newlen>\d+))? @@")
 
 
 @dataclass(frozen=True)
@@ -96,13 +99,29 @@ def _model_json(model: ModelRef) -> dict[str, Any]:
 
 
 def count_diff_lines(diff: str) -> tuple[int, int]:
-    """Lines a unified diff adds and removes (file headers not counted)."""
+    """Lines a unified diff adds and removes.
+
+    Hunk headers give each hunk's old and new lengths, so a removed line that itself
+    starts with '--' is told apart from a '--- a/file' header.
+    """
     added = removed = 0
+    old_left = new_left = 0
     for line in diff.splitlines():
-        if line.startswith("+") and not line.startswith("+++"):
+        if old_left == 0 and new_left == 0:
+            match = _HUNK.match(line)
+            if match:
+                old_left = int(match.group("oldlen") or 1)
+                new_left = int(match.group("newlen") or 1)
+            continue
+        if line.startswith("+"):
             added += 1
-        elif line.startswith("-") and not line.startswith("---"):
+            new_left -= 1
+        elif line.startswith("-"):
             removed += 1
+            old_left -= 1
+        elif line.startswith(" ") or line == "":
+            old_left -= 1
+            new_left -= 1
     return added, removed
 
 

@@ -39,7 +39,11 @@ def diff_command(
     if a == "-" and b == "-":
         raise click.UsageError("only one of A and B can be '-'")
     view_a = load_bundle(a)
-    view_b = load_bundle(b) if b is not None else load_environment(python, jobs=jobs)  # type: ignore[arg-type]
+    if python is not None:
+        view_b = load_environment(python, jobs=jobs)
+    else:
+        assert b is not None  # one of them, checked above
+        view_b = load_bundle(b)
     report = diff_views(view_a, view_b)
     if as_json:
         echo_json(report.to_json())
