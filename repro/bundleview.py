@@ -24,7 +24,7 @@ from repro.archive import iter_members
 from repro.bundle import BundleInfo, SourceInfo, load_bundle_info
 from repro.check import TargetKind, classify_target
 from repro.errors import InputError
-from repro.hashing import sha256_bytes, sha256_file, sha256_stream
+from repro.hashing import hash_files, sha256_bytes, sha256_stream
 from repro.manifest import MANIFEST_NAME, CheckReport, compare_digests, parse_manifest, scan_tree
 from repro.patchset import PatchEntry, PatchSet, load_patchset
 from repro.snapshot.environment import EnvironmentFacts, facts_from_dict, probe_environment
@@ -174,23 +174,35 @@ def _collect_stream(stream: BinaryIO, source: str) -> _Collected:
 
 
 def _collect_directory(root: Path) -> _Collected:
+    """Kept members are read whole; the rest are hashed in parallel. A file that cannot
+    be read is reported as unreadable by the manifest check, as `repro check` does."""
     collected = _Collected()
     tree = scan_tree(root)
     collected.nonregular.update(tree.nonregular)
     collected.unreadable.update(tree.unreadable)
+    to_hash: list[str] = []
     for rel in sorted(tree.files):
         path = root / rel
+        if rel != MANIFEST_NAME and not should_keep(rel, tree.sizes[rel]):
+            to_hash.append(rel)
+            continue
         try:
-            if rel == MANIFEST_NAME:
-                collected.manifest = path.read_bytes()
-            elif should_keep(rel, tree.sizes[rel]):
-                content = path.read_bytes()
-                collected.contents[rel] = content
-                collected.digests[rel] = MemberInfo(len(content), sha256_bytes(content))
-            else:
-                collected.digests[rel] = MemberInfo(tree.sizes[rel], sha256_file(path))
+            content = path.read_bytes()
         except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            if rel == MANIFEST_NAME:
+                raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            collected.unreadable[rel] = exc.strerror or str(exc)
+            continue
+        if rel == MANIFEST_NAME:
+            collected.manifest = content
+        else:
+            collected.contents[rel] = content
+            collected.digests[rel] = MemberInfo(len(content), sha256_bytes(content))
+    for rel, result in zip(to_hash, hash_files([root / r for r in to_hash]), strict=True):
+        if result.digest is None:
+            collected.unreadable[rel] = result.error or "cannot read"
+        else:
+            collected.digests[rel] = MemberInfo(result.size, result.digest)
     return collected
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import subprocess
@@ -69,17 +70,25 @@ def test_archive_json_describes_the_bundle(bundle_pair: BundlePair) -> None:
     ]
 
 
-def test_directory_and_stdin_give_the_same_answer(bundle_pair: BundlePair) -> None:
+def test_directory_stdin_and_compressed_give_the_same_answer(
+    bundle_pair: BundlePair, tmp_path: Path
+) -> None:
     from_archive = _json(run_cli("inspect", "--json", str(bundle_pair.a)))
-    from_dir = run_cli("inspect", "--json", str(bundle_pair.a_dir))
-    from_stdin = run_cli("inspect", "--json", "-", input=bundle_pair.a.read_bytes())
-    assert from_dir.returncode == 0 and from_stdin.returncode == 0, from_dir.stderr.decode()
-    documents = [from_archive, _json(from_dir), _json(from_stdin)]
+    zst = tmp_path / "a.tar.zst"
+    subprocess.run(["zstd", "-q", str(bundle_pair.a), "-o", str(zst)], check=True)
+    others = [
+        run_cli("inspect", "--json", str(bundle_pair.a_dir)),
+        run_cli("inspect", "--json", "-", input=bundle_pair.a.read_bytes()),
+        run_cli("inspect", "--json", "-", input=gzip.compress(bundle_pair.a.read_bytes())),
+        run_cli("inspect", "--json", str(zst)),
+    ]
+    assert [r.returncode for r in others] == [0, 0, 0, 0]
+    documents = [from_archive, *(_json(r) for r in others)]
     for document in documents:
         document.pop("target")
         document["check"].pop("manifest")
-    assert documents[1] == documents[0]
-    assert documents[2] == documents[0]
+    for document in documents[1:]:
+        assert document == documents[0]
 
 
 def test_human_output_names_everything(bundle_pair: BundlePair) -> None:
