@@ -190,3 +190,20 @@ def test_truncated_archive_is_exit_2(bundle_pair: BundlePair, tmp_path: Path) ->
     result = run_cli("inspect", str(cut))
     assert result.returncode == 2
     assert "truncated" in result.stderr.decode()
+
+
+def test_bundle_without_manifest_does_not_verify(bundle_pair: BundlePair, tmp_path: Path) -> None:
+    stripped = tmp_path / "no-manifest.tar"
+    with tarfile.open(bundle_pair.a) as source, tarfile.open(stripped, "w") as dest:
+        for member in source.getmembers():
+            if not member.name.endswith("/MANIFEST.sha256"):
+                dest.addfile(member, source.extractfile(member) if member.isfile() else None)
+    result = run_cli("inspect", "--json", str(stripped))
+    assert result.returncode == 1
+    doc = _json(result)
+    assert (doc["verified"], doc["manifest_problem"], doc["check"]) == (
+        False,
+        "no MANIFEST.sha256",
+        None,
+    )
+    assert doc["name"] == "demo"
