@@ -11,7 +11,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-_HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<oldlen>\d+))? \+(?P<new>\d+)(?:,\d+)? @@")
+_HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<oldlen>\d+))? \+(?P<new>\d+)(?:,(?P<newlen>\d+))? @@")
 NO_NEWLINE = "\\ No newline at end of file"
 
 
@@ -121,3 +121,30 @@ def apply_unified_diff(original: str, diff: str) -> str:
         delta += len(hunk.new) - len(hunk.old)
         floor = start + len(hunk.new)
     return "".join(target)
+
+
+def count_diff_lines(diff: str) -> tuple[int, int]:
+    """Lines a unified diff adds and removes.
+
+    Hunk headers give each hunk's old and new lengths, so a removed line that itself
+    starts with '--' is told apart from a '--- a/file' header.
+    """
+    added = removed = 0
+    old_left = new_left = 0
+    for line in diff.splitlines():
+        if old_left == 0 and new_left == 0:
+            match = _HUNK.match(line)
+            if match:
+                old_left = int(match.group("oldlen") or 1)
+                new_left = int(match.group("newlen") or 1)
+            continue
+        if line.startswith("+"):
+            added += 1
+            new_left -= 1
+        elif line.startswith("-"):
+            removed += 1
+            old_left -= 1
+        elif line.startswith(" ") or line == "":
+            old_left -= 1
+            new_left -= 1
+    return added, removed

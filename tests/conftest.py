@@ -14,6 +14,8 @@ import pytest
 if TYPE_CHECKING:
     from tests.snapshot.conftest import Venv
 
+from tests._bundles import bundle_pair  # noqa: F401 - the inspect and diff tests share it
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -12,7 +12,9 @@ from repro import __version__
 from repro.cli._common import run_guarded
 from repro.cli.check import check_command
 from repro.cli.demo import demo_command
+from repro.cli.diff import diff_command
 from repro.cli.init import init_command
+from repro.cli.inspect import inspect_command
 from repro.cli.pack import pack_command
 from repro.cli.scan import scan_command
 from repro.cli.smoke import smoke_command
@@ -21,7 +23,9 @@ from repro.cli.unpack import unpack_command, unpatch_command
 COMMANDS: list[click.Command] = [
     check_command,
     demo_command,
+    diff_command,
     init_command,
+    inspect_command,
     pack_command,
     scan_command,
     smoke_command,

@@ -37,6 +37,7 @@ from repro.bundle import (
     dump_bundle_info,
 )
 from repro.config import Config, load_config
+from repro.diffapply import count_diff_lines
 from repro.errors import InputError, UsageError
 from repro.manifest import MANIFEST_NAME, format_manifest
 from repro.patchset import dump_patchset
@@ -300,7 +301,7 @@ def _launch(config: Config) -> LaunchInfo:
     return LaunchInfo(tuple(commands))
 
 
-def _source_info(facts: EnvironmentFacts) -> SourceInfo:
+def source_info(facts: EnvironmentFacts) -> SourceInfo:
     torch = next((m for m in facts.modules if m.module == "torch"), None)
     torch_facts = torch.torch if torch else None
     gpus = tuple(
@@ -355,18 +356,6 @@ def _vault_toml(report: VaultReport) -> bytes:
         for w in sorted(report.wheels, key=lambda w: w.filename)
     ]
     return tomli_w.dumps({"wheels": wheels}).encode()
-
-
-def _count_lines(diff: str | None) -> tuple[int, int]:
-    if not diff:
-        return 0, 0
-    added = sum(
-        1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")
-    )
-    removed = sum(
-        1 for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")
-    )
-    return added, removed
 
 
 # --- the pack ----------------------------------------------------------------------------
@@ -507,7 +496,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             version=version,
             created=created,
             tool_version=__version__,
-            source=_source_info(facts),
+            source=source_info(facts),
             launch=_launch(config),
             ladder=LadderInfo(
                 rungs=config.ladder.rungs,
@@ -632,7 +621,7 @@ def _reproduce_facts(
         environment.append(f"nvcc {facts.cuda_toolkit.nvcc_version}")
     summaries = []
     for patch in patches:
-        added, removed = _count_lines(patch.diff)
+        added, removed = count_diff_lines(patch.diff or "")
         entry = patch.entry
         summaries.append(
             PatchSummary(entry.dist, entry.version, entry.path, entry.kind, added, removed)

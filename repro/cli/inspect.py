@@ -1,0 +1,149 @@
+"""`repro inspect BUNDLE`: what a bundle holds and whether it verifies."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from repro.cli._common import echo_json
+from repro.errors import EXIT_INVALID, EXIT_OK
+from repro.inspect import InspectReport, copy_member, inspect_bundle
+
+
+@click.command("inspect")
+@click.argument("bundle")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--patches", "show_patches", is_flag=True, help="Also print the patch diffs.")
+@click.option(
+    "--file",
+    "member",
+    metavar="PATH",
+    help="Print the bytes of one member (e.g. env/environment.json) to stdout.",
+)
+def inspect_command(bundle: str, as_json: bool, show_patches: bool, member: str | None) -> int:
+    """Show what BUNDLE (an archive, '-' for stdin, or a bundle directory) holds.
+
+    Nothing is extracted: an archive is read once, every member hashed and the
+    manifest verified in the same pass. Exit 0: the manifest verifies; 1: it does
+    not (everything is still shown); 2: the bundle cannot be read.
+    """
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if member is not None:
+        if as_json or show_patches:
+            raise click.UsageError("--file prints raw bytes; it takes no --json or --patches")
+        copied = copy_member(bundle, member, sys.stdout.buffer)
+        if not copied.verified:
+            why = "is not in the manifest" if copied.expected is None else "does not match"
+            console.print(f"[bold red]warning:[/] {member} {why} the manifest's digest")
+            return EXIT_INVALID
+        return EXIT_OK
+    report = inspect_bundle(bundle)
+    if as_json:
+        document = report.to_json()
+        if show_patches:
+            document["diffs"] = {f"{p.dist}/{p.path}": p.diff for p in report.patches}
+        echo_json(document)
+    else:
+        _render(console, report)
+        if show_patches:
+            _print_diffs(report)
+    return EXIT_OK if report.verified else EXIT_INVALID
+
+
+def _render(console: Console, report: InspectReport) -> None:
+    view = report.view
+    info = view.info
+    source = view.origin
+    title = f"{info.name} {info.version}" if info else view.target
+    table = Table(title=escape(title), show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+
+    def row(label: str, value: str) -> None:
+        table.add_row(label, escape(value))
+
+    row("bundle", view.target)
+    if info is not None:
+        row(
+            "created", f"{info.created} by repro {info.tool_version} (format {info.format_version})"
+        )
+    gpus = [f"{g.name} (sm {g.compute_capability}, {g.memory_mib} MiB)" for g in source.gpus]
+    row("hardware", "\n".join(gpus) or "no GPU recorded")
+    driver = source.driver or "none"
+    if source.cuda_driver_version:
+        driver += f" (CUDA {source.cuda_driver_version})"
+    row("driver", driver)
+    row("python", f"{source.python} ({source.implementation}) on {source.platform}")
+    torch = source.torch or "not installed"
+    if source.torch_cuda:
+        torch += f", CUDA {source.torch_cuda}"
+    row("torch", torch)
+    row("arch list", " ".join(source.torch_arch_list) or "none")
+    row("distributions", str(report.distributions))
+    row(
+        "vault wheels",
+        "\n".join(f"{w.filename} ({w.reason}; {w.source})" for w in report.vault) or "none",
+    )
+    patch_lines = []
+    for dist, patches in report.patches_by_dist().items():
+        patch_lines.append(f"{dist} {patches[0].version}:")
+        for patch in patches:
+            counts = "no diff" if patch.added is None else f"+{patch.added} -{patch.removed}"
+            patch_lines.append(f"  {patch.path} ({patch.kind}, {counts})")
+    row("patches", "\n".join(patch_lines) or "none")
+    row("units", "\n".join([*report.units, *(f"  {f}" for f in report.unit_files)]) or "none")
+    models = []
+    for model in report.models:
+        where = model.repo_id or model.local_path or "?"
+        if model.revision:
+            where += f" @ {model.revision}"
+        models.append(
+            f"{model.name} ({model.role}): {where}, {model.file_count} files, "
+            f"{model.total_bytes / 2**20:.1f} MiB"
+        )
+    row("models", "\n".join(models) or "none")
+    row("files", "\n".join(f"{path} ({size} bytes)" for path, size in report.files) or "none")
+    table.add_row("manifest", _verdict(report))
+    console.print(table)
+    if view.check is not None:
+        for mismatch in view.check.mismatched:
+            console.print(f"[bold red]MISMATCH[/]   {escape(mismatch.path)}")
+        for path in view.check.missing:
+            console.print(f"[bold red]MISSING[/]    {escape(path)}")
+        for unlisted in view.check.unlisted:
+            console.print(f"[bold red]UNLISTED[/]   {escape(unlisted.path)}")
+        for unreadable in view.check.unreadable:
+            console.print(f"[bold red]UNREADABLE[/] {escape(unreadable.path)}")
+
+
+def _verdict(report: InspectReport) -> str:
+    view = report.view
+    if view.check is None:
+        return f"[bold red]does not verify[/]: {escape(view.manifest_problem or '')}"
+    counts = f"{len(view.check.verified)} files verified"
+    if report.verified:
+        return f"[green]verifies[/] ({counts})"
+    problems = [
+        f"{len(items)} {label}"
+        for label, items in (
+            ("mismatched", view.check.mismatched),
+            ("missing", view.check.missing),
+            ("unlisted", view.check.unlisted),
+            ("unreadable", view.check.unreadable),
+            ("rejected", view.check.rejected),
+        )
+        if items
+    ]
+    return f"[bold red]does not verify[/]: {', '.join(problems) or counts}"
+
+
+def _print_diffs(report: InspectReport) -> None:
+    for patch in report.patches:
+        if patch.diff is not None:
+            click.echo(patch.diff, nl=not patch.diff.endswith("\n"))
+        else:
+            click.echo(f"# {patch.dist}: {patch.path} ({patch.kind}): no diff in the bundle")

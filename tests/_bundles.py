@@ -1,0 +1,187 @@
+"""Two real bundles of one workspace, packed before and after a round of changes.
+
+The workspace holds a Python 3.11 venv with real PyPI packages and a local wheel that
+only the vault can serve, hand patches inside site-packages, a systemd unit, a drafter
+config and a bench directory. Bundle A is packed; then the workspace changes in every
+way `repro diff` reports (a package upgraded, one downgraded, one added, one removed,
+the local wheel replaced, a patch changed, one added and one removed, the unit, the
+drafter config and a bench result edited) and bundle B is packed with NCCL_DEBUG set in
+the pack's environment. The venv is left in B's state, for the live-environment tests.
+
+Built once per test session.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ENV_VAR = "NCCL_DEBUG"
+ENV_VALUE = "INFO"
+
+
+@dataclass(frozen=True)
+class BundlePair:
+    workspace: Path
+    venv_python: Path
+    a: Path  # archives
+    b: Path
+    a_dir: Path  # A extracted with GNU tar
+    b_dir: Path
+    drafter_config_a: bytes
+    unit_a: str
+
+
+def run_cli(
+    *args: str, input: bytes | None = None, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """The real CLI in a subprocess, with NCCL_DEBUG only where a test sets it."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "repro", *args],
+        input=input,
+        capture_output=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def _local_wheel(base: Path, version: str) -> Path:
+    project = base / f"vaultpkg-{version}"
+    (project / "vaultpkg").mkdir(parents=True)
+    (project / "vaultpkg" / "__init__.py").write_text(f'VERSION = "{version}"\n')
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "vaultpkg"
+            version = "{version}"
+
+            [tool.setuptools]
+            packages = ["vaultpkg"]
+            """
+        )
+    )
+    out = base / "dist"
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(project)])
+    (wheel,) = out.glob(f"vaultpkg-{version}-*.whl")
+    return wheel
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def _unit(workspace: Path, port: int) -> str:
+    return textwrap.dedent(
+        f"""\
+        [Unit]
+        Description=model server
+
+        [Service]
+        ExecStart={workspace}/venv/bin/python -m http.server {port}
+        Restart=on-failure
+        """
+    )
+
+
+def _pack(workspace: Path, out: Path, version: str, env_extra: dict[str, str]) -> Path:
+    result = run_cli(
+        "pack", str(workspace), "-o", f"{out}/", "--version", version, env_extra=env_extra
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"repro pack failed:\n{result.stderr.decode()}")
+    return out / f"demo-{version}.tar"
+
+
+def _extract(archive: Path, into: Path) -> Path:
+    into.mkdir()
+    run(["tar", "-xf", str(archive), "-C", str(into)])
+    (top,) = into.iterdir()
+    return top
+
+
+def _build(base: Path) -> BundlePair:
+    workspace = base / "ws"
+    for sub in ("services", "drafter", "bench"):
+        (workspace / sub).mkdir(parents=True)
+    venv = make_venv(PYTHON_311, workspace / "venv")
+    site = venv.site_packages
+    wheel_a = _local_wheel(base / "wheels", "1.0+local")
+    wheel_b = _local_wheel(base / "wheels", "1.1+local")
+    pip(venv, "install", "-q", "six==1.16.0", "idna==3.6", "tomli==2.0.1", "attrs==23.2.0")
+    pip(venv, "install", "-q", str(wheel_a))
+    _append(site / "idna" / "core.py", "# local tweak A\n")
+    _append(site / "tomli" / "_parser.py", "# tomli tweak\n")
+    unit_a = _unit(workspace, 30000)
+    (workspace / "services" / "model.service").write_text(unit_a)
+    config_a = json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 64}).encode()
+    (workspace / "drafter" / "config.json").write_bytes(config_a)
+    (workspace / "drafter" / "README.md").write_text("# tiny drafter\n")
+    (workspace / "bench" / "run.sh").write_text("#!/bin/sh\necho bench\n")
+    (workspace / "bench" / "results.json").write_text('{"tokens_per_s": 100}\n')
+    (workspace / "repro.toml").write_text(
+        '[bundle]\nname = "demo"\n\n[env]\nvenv = "venv"\n\n[files]\ninclude = ["bench/*"]\n'
+    )
+    out = base / "bundles"
+    a = _pack(workspace, out, "1", {})
+
+    pip(venv, "install", "-q", "six==1.17.0", "attrs==23.1.0", "iniconfig==2.0.0", str(wheel_b))
+    pip(venv, "uninstall", "-q", "-y", "tomli")
+    core = site / "idna" / "core.py"
+    core.write_text(core.read_text().replace("# local tweak A\n", "# local tweak B\n"))
+    _append(site / "six.py", "# six tweak\n")
+    (workspace / "services" / "model.service").write_text(_unit(workspace, 30001))
+    config_b = json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 128})
+    (workspace / "drafter" / "config.json").write_text(config_b)
+    (workspace / "bench" / "results.json").write_text('{"tokens_per_s": 140}\n')
+    b = _pack(workspace, out, "2", {ENV_VAR: ENV_VALUE})
+    return BundlePair(
+        workspace=workspace,
+        venv_python=venv.python,
+        a=a,
+        b=b,
+        a_dir=_extract(a, base / "a-dir"),
+        b_dir=_extract(b, base / "b-dir"),
+        drafter_config_a=config_a,
+        unit_a=unit_a,
+    )
+
+
+@pytest.fixture(scope="session")
+def bundle_pair(tmp_path_factory: pytest.TempPathFactory) -> BundlePair:
+    """Registered in tests/conftest.py, so both test modules share one build."""
+    return _build(tmp_path_factory.mktemp("bundle-pair"))
+
+
+def tamper(archive: Path, out: Path, rel: str, content: bytes) -> Path:
+    """A copy of `archive` with member `rel` (below the top directory) replaced, every
+    other member and the manifest kept as they were and in the same order."""
+    with tarfile.open(archive) as source, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dest:
+        for member in source.getmembers():
+            data = source.extractfile(member) if member.isfile() else None
+            if member.name.split("/", 1)[-1] == rel:
+                member.size = len(content)
+                dest.addfile(member, io.BytesIO(content))
+            else:
+                dest.addfile(member, data)
+    return out
