@@ -291,16 +291,16 @@ def test_offline_install_from_the_vault_uses_no_network(
 
 def test_the_dead_proxy_does_block_an_online_install(bundles: Bundles, tmp_path: Path) -> None:
     """The control for the offline test: without --offline, the same environment fails
-    at the first attempt to reach an index (uv seeding the venv from PyPI)."""
+    at the first attempt to reach an index (uv resolving the lock against PyPI)."""
     target = tmp_path / "online"
     result = unpack(
         bundles.all_wheels, target, "--cpu", "--no-smoke", "--installer", "uv", env=NO_NETWORK
     )
     assert result.returncode == 3, result.stderr.decode()
     err = result.stderr.decode()
-    assert "uv venv" in err and "https://pypi.org/simple/" in err
+    assert "uv pip sync failed" in err and "pypi.org" in err
     report = json.loads((target / ".repro" / "unpack-report.json").read_text())
-    assert report["steps"][-1]["name"] == "venv"
+    assert report["steps"][-1]["name"] == "install"
     assert report["steps"][-1]["status"] == "failed"
 
 
