@@ -484,8 +484,10 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
         proc.stderr.close()
     done = state(target)["done"]
     assert "venv" in done and "install" not in done
-    # The killed run's staging copy of the bundle is still there; the rerun clears it.
-    assert len(list(tmp_path.glob(".repro-unpack-*"))) == 1
+    # The verified bundle was moved into the target before the install began, so the
+    # killed run leaves no staging copy beside it.
+    assert (target / ".repro" / "bundle" / "bundle.toml").is_file()
+    assert not list(tmp_path.glob(".repro-unpack-*"))
 
     result = unpack(bundles.default, target, "--cpu", "--no-smoke", "--installer", "pip", "--json")
     ok(result)
@@ -711,3 +713,22 @@ def test_url_bundle_resumes_with_range_after_a_drop(
     assert ranges[1] == f"bytes={len(dropping_server.body) // 3}-"
     assert not target.exists()
     assert not list(tmp_path.glob(".repro-unpack-*"))
+
+
+def test_staging_left_by_killed_runs_is_removed(bundles: Bundles, tmp_path: Path) -> None:
+    """A run killed mid-extraction leaves its staging directories; the next run removes
+    those whose process is gone and keeps those of a run still alive."""
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+    dead = finished.stdout.strip()
+    stale = [
+        tmp_path / f".repro-unpack-{dead}-aa",
+        tmp_path / f"..repro-unpack-{dead}-bb.staging-cc",
+    ]
+    alive = tmp_path / f".repro-unpack-{os.getpid()}-dd"
+    for path in [*stale, alive]:
+        (path / "bundle").mkdir(parents=True)
+    result = unpack(bundles.default, tmp_path / "t", "--cpu", "--dry-run")
+    ok(result)
+    assert not any(path.exists() for path in stale)
+    assert alive.is_dir()

@@ -176,9 +176,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _remove_stale_staging(parent: Path) -> None:
-    """Staging directories of runs that were killed (their process is gone)."""
-    for path in parent.glob(f"{STAGING_PREFIX}*-*"):
-        pid = path.name.removeprefix(STAGING_PREFIX).partition("-")[0]
+    """Staging directories of runs that were killed (their process is gone): ours, and
+    the extractor's own `.<ours>.staging-*` beside them when the kill came mid-extraction."""
+    for path in [*parent.glob(f"{STAGING_PREFIX}*-*"), *parent.glob(f".{STAGING_PREFIX}*-*")]:
+        pid = path.name.lstrip(".").removeprefix(STAGING_PREFIX.lstrip(".")).partition("-")[0]
         if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 
