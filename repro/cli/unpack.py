@@ -8,13 +8,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from repro.cli._common import echo_json
+from repro.cli._common import echo_json, signature_options
 from repro.errors import EXIT_OK
 from repro.install.patching import unpatch
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
 from repro.install.unpack import UnpackOptions, UnpackReport, site_packages_of, unpack
 from repro.ladder import RungResult
+from repro.signing import SignaturePolicy
 
 STYLE = {
     "done": "green",
@@ -46,6 +47,7 @@ STYLE = {
 @click.option("--install-units", is_flag=True, help="Copy units into /etc/systemd/system.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke ladder at the end.")
 @click.option("--no-exec", is_flag=True, help="Run nothing from the bundle (no server, no units).")
+@signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def unpack_command(
     bundle: str,
@@ -61,6 +63,9 @@ def unpack_command(
     install_units: bool,
     no_smoke: bool,
     no_exec: bool,
+    allowed_signers: Path | None,
+    identity: str | None,
+    require_signature: bool,
     as_json: bool,
 ) -> int:
     """Rebuild BUNDLE (a file, a directory, '-' for stdin, or an http(s) URL) into a fresh
@@ -88,6 +93,7 @@ def unpack_command(
         install_units=install_units,
         smoke=not no_smoke,
         no_exec=no_exec,
+        signature=SignaturePolicy(allowed_signers, identity, require_signature),
     )
     log_dir = (target.resolve() / STATE_DIR) if target else None
     report = unpack(

@@ -43,10 +43,11 @@ from repro.install.installer import (
 from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
-from repro.install.services import install_units, render_units
+from repro.install.services import check_units, install_units, render_units
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
+from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.snapshot.lock import read_requirements_lock
 
 StepStatus = Literal["done", "skipped", "failed", "already done"]
@@ -73,6 +74,7 @@ class UnpackOptions:
     install_units: bool = False
     smoke: bool = True
     no_exec: bool = False
+    signature: SignaturePolicy = field(default_factory=SignaturePolicy)
 
 
 @dataclass
@@ -153,25 +155,60 @@ def _verified(report: CheckReport, where: str) -> None:
         )
 
 
-def verify_bundle_dir(bundle_dir: Path, where: str) -> BundleInfo:
+def verify_bundle_dir(
+    bundle_dir: Path, where: str, signature: SignaturePolicy | None = None
+) -> BundleInfo:
+    """Signature first (when asked for), then every file against the manifest, then
+    bundle.toml."""
+    if signature is not None and signature.active:
+        manifest = bundle_dir / MANIFEST_NAME
+        if not manifest.is_file():
+            raise VerificationError(f"{where}: the bundle has no {MANIFEST_NAME}")
+        sig = bundle_dir / SIGNATURE_NAME
+        verify_signature(
+            manifest.read_bytes(),
+            sig.read_bytes() if sig.is_file() else None,
+            signature,
+            source=where,
+        )
     _verified(verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=None), where)
     toml = bundle_dir / "bundle.toml"
     if not toml.is_file():
         raise VerificationError(f"{where}: the bundle has no bundle.toml")
-    return load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
+    info = load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
+    check_bundle_contents(bundle_dir, where)
+    return info
 
 
-def read_bundle(bundle: str, staging_parent: Path) -> tuple[Path, BundleInfo, bool]:
-    """The verified bundle directory, its info, and whether it is a staging copy of ours."""
+def check_bundle_contents(bundle_dir: Path, where: str) -> None:
+    """Every file the later steps act on is parsed now, while nothing is written yet:
+    the lock, patches.toml (paths inside site-packages) and the unit names."""
+    lock = bundle_dir / "env" / "requirements.lock"
+    if lock.is_file():
+        read_requirements_lock(lock)
+    patches = bundle_dir / "patches" / "patches.toml"
+    if patches.is_file():
+        load_patchset(patches.read_bytes(), source=f"{where}: patches/patches.toml")
+    check_units(bundle_dir, where=where)
+
+
+def read_bundle(
+    bundle: str, staging_parent: Path, signature: SignaturePolicy | None = None
+) -> tuple[Path, BundleInfo, bool]:
+    """The verified bundle directory, its info, and whether it is a staging copy of ours.
+
+    An archive is extracted into a staging directory and verified there (signature,
+    then manifest): the signature and the manifest are an archive's last members, so
+    nothing can be judged before the whole stream has been read into staging."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
-        return directory, verify_bundle_dir(directory, bundle), False
+        return directory, verify_bundle_dir(directory, bundle, signature), False
     staging_parent.mkdir(parents=True, exist_ok=True)
     dest = staging_parent / f".repro-unpack-{secrets.token_hex(6)}"
     infos: list[BundleInfo] = []
 
     def verify(top: Path) -> None:
-        infos.append(verify_bundle_dir(top, bundle))
+        infos.append(verify_bundle_dir(top, bundle, signature))
 
     with _open_source(bundle) as (source, name):
         extract_archive(source, dest, source_name=name, verify=verify)
@@ -274,7 +311,13 @@ def unpack(
     emit = events or (lambda step, status, detail: None)
     report = UnpackReport(bundle=options.bundle)
     staging_parent = (options.target.parent if options.target else Path.cwd()).resolve()
-    bundle_dir, info, ours = read_bundle(options.bundle, staging_parent)
+    options.signature.checked()
+    if options.target is not None and options.target.is_symlink():
+        raise UsageError(
+            f"--target {options.target} is a symbolic link; refusing to write through it",
+            hint="pass the real directory, or a path that does not exist yet",
+        )
+    bundle_dir, info, ours = read_bundle(options.bundle, staging_parent, options.signature)
     try:
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
     finally:
