@@ -374,6 +374,8 @@ def _unpack_verified(
 
     target.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
+        # Read again under the lock: another run may have finished steps meanwhile.
+        run.state = open_state(target, identity, replace=options.replace)
         _keep_bundle(bundle_dir, target / STATE_DIR / BUNDLE_DIR, movable=movable)
         return _install_steps(options, info, target, python, run, smoke)
 
