@@ -40,10 +40,11 @@ from repro.config import Config, load_config
 from repro.errors import InputError, UsageError
 from repro.manifest import MANIFEST_NAME, format_manifest
 from repro.patchset import dump_patchset
+from repro.secrets import is_secret_name
 from repro.signing import SIGNATURE_NAME, find_ssh_keygen, sign_manifest
 from repro.snapshot import services as unit_capture
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter, probe_environment
-from repro.snapshot.files import looks_secret
+from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import list_installed, scheme_paths
@@ -463,9 +464,14 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         for unit in units:
             warnings += unit.warnings
         models = _models(options, config)
-        carried = [p for p in config.files.matched if not looks_secret(p)]
-        warnings += [f"{p}: looks like a credential; not carried" for p in config.files.matched
-                     if looks_secret(p)]  # fmt: skip
+        carried = []
+        secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
+        for path in config.files.matched:
+            why = "its name" if looks_secret(path) else secret_in_file(path, secret_values)
+            if why is None:
+                carried.append(path)
+            else:
+                warnings.append(f"{path}: looks like a credential ({why}); not carried")
 
         # -- members -------------------------------------------------------------------
         hashes: dict[str, list[str]] = {}
