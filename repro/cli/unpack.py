@@ -26,6 +26,7 @@ STYLE = {
     "fail": "bold red",
     "failed": "bold red",
     "will run": "magenta",
+    "would run": "magenta",
 }
 
 
@@ -46,7 +47,12 @@ STYLE = {
 @click.option("--models", type=click.Path(path_type=Path), help="Where model weights live.")
 @click.option("--install-units", is_flag=True, help="Copy units into /etc/systemd/system.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke ladder at the end.")
-@click.option("--no-exec", is_flag=True, help="Run nothing from the bundle (no server, no units).")
+@click.option(
+    "--no-exec",
+    is_flag=True,
+    help="Run nothing from the bundle: print the server and unit commands instead; the "
+    "smoke ladder runs only the interpreter check.",
+)
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def unpack_command(
@@ -74,7 +80,10 @@ def unpack_command(
 
     def event(step: str, status: str, detail: str) -> None:
         style = STYLE.get(status, "white")
-        console.print(f"[{style}]{status:>12}[/{style}] {step}: {detail}", highlight=False)
+        # soft_wrap: a command is printed on one line, exactly, never broken by rich.
+        console.print(
+            f"[{style}]{status:>12}[/{style}] {step}: {detail}", highlight=False, soft_wrap=True
+        )
 
     def rung(result: RungResult) -> None:
         event(f"smoke {result.name}", result.status.value, result.summary)
@@ -117,6 +126,8 @@ def _summary(console: Console, report: UnpackReport) -> None:
         style = STYLE.get(step.status, "white")
         table.add_row(step.name, f"[{style}]{step.status}[/{style}]", step.detail)
     console.print(table)
+    for line in report.would_run:
+        console.print(f"--no-exec: not run: {line}", highlight=False, soft_wrap=True)
     if not report.changed:
         console.print("nothing to do: the target is already in the bundle's state")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,7 @@ from repro.install.installer import (
 from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
-from repro.install.services import check_units, install_units, render_units
+from repro.install.services import SYSTEMD_DIR, check_units, install_units, render_units
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
@@ -97,6 +98,7 @@ class UnpackReport:
     models: list[ModelCheck] = field(default_factory=list)
     smoke: dict[str, Any] | None = None
     changed: bool = False
+    would_run: list[str] = field(default_factory=list)  # --no-exec: what was not run
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +115,7 @@ class UnpackReport:
             "patches": self.patches.to_json() if self.patches else None,
             "models": [m.to_json() for m in self.models],
             "smoke": self.smoke,
+            "would_run": self.would_run,
         }
 
 
@@ -454,14 +457,19 @@ def _install_steps(
         if not run.skip_if_done("services"):
             units = render_units(kept, target, venv=target, home=target, models=options.models)
             detail = f"{len(units)} unit(s) rendered into {target / 'services'}"
-            if options.install_units and units:
+            if (options.install_units or options.no_exec) and units:
+                label = "would run" if options.no_exec else "will run"
                 for unit in units:
-                    run.events(
-                        "services", "will run", f"{unit.name}: {' ; '.join(unit.exec_start)}"
+                    line = (
+                        f"install {unit.path} as {SYSTEMD_DIR / unit.name}, "
+                        f"which runs: {' ; '.join(unit.exec_start) or '(no ExecStart)'}"
                     )
+                    if options.no_exec:
+                        report.would_run.append(line)
+                    run.events("services", label, line)
                 if options.no_exec:
                     detail += "; --no-exec: not installed"
-                else:
+                elif options.install_units:
                     installed = install_units(units)
                     detail += f"; installed {', '.join(str(p) for p in installed)}"
             run.done("services", detail, units=[u.name for u in units])
@@ -471,6 +479,12 @@ def _install_steps(
             summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
             run.done("models", summary)
         if not run.skip_if_done("smoke"):
+            for line in launch_lines(info):
+                if options.no_exec:
+                    report.would_run.append(line)
+                    run.events("smoke server", "would run", line)
+                elif options.smoke and smoke is not None:
+                    run.events("smoke server", "will run", line)
             if not options.smoke or smoke is None:
                 run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
             else:
@@ -487,6 +501,15 @@ def _install_steps(
         raise
     run.save()
     return report
+
+
+def launch_lines(info: BundleInfo) -> list[str]:
+    """The bundle's server launch commands, exactly as the server rung would run them."""
+    lines = []
+    for command in info.launch.commands:
+        argv = command.argv if command.argv else ("/bin/sh", "-c", command.shell or "")
+        lines.append(f"server {command.name} (port {command.port}): {shlex.join(argv)}")
+    return lines
 
 
 def _wipe_target(target: Path) -> None:
