@@ -10,24 +10,28 @@ import enum
 import os
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from repro.archive import detect_compression, iter_members
-from repro.errors import ArchiveError, InputError
+from repro.errors import ArchiveError, InputError, SignatureError
 from repro.hashing import sha256_stream
 from repro.manifest import (
     MANIFEST_NAME,
+    SIGNATURE_SUFFIX,
     CheckReport,
     ProgressSink,
     compare_digests,
     parse_manifest,
     verify_directory,
 )
+from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst")
 _SNIFF_BYTES = 64 << 10
+MAX_MANIFEST_BYTES = 256 << 20
+MAX_SIGNATURE_BYTES = 64 << 10
 
 
 class TargetKind(enum.Enum):
@@ -40,10 +44,12 @@ class TargetKind(enum.Enum):
 class CheckOptions:
     jobs: int | None = None
     progress: ProgressSink | None = None
+    signature: SignaturePolicy = field(default_factory=SignaturePolicy)
 
 
 def check_target(target: str, options: CheckOptions) -> CheckReport:
     """Check TARGET (a bundle directory, a manifest file, an archive or `-`)."""
+    options.signature.checked()
     kind = classify_target(target)
     if kind is TargetKind.ARCHIVE:
         return check_archive(target, options)
@@ -56,6 +62,7 @@ def check_target(target: str, options: CheckOptions) -> CheckReport:
             )
     else:
         manifest_path = Path(target)
+    _verify_signature_file(manifest_path, options.signature)
     return verify_directory(
         manifest_path.parent, manifest_path, jobs=options.jobs, on_progress=options.progress
     )
@@ -82,11 +89,19 @@ def check_archive(target: str, options: CheckOptions) -> CheckReport:
 def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> CheckReport:
     digests: dict[str, str] = {}
     manifest_bytes: bytes | None = None
+    signature: bytes | None = None
     for member, data in iter_members(stream, source=source):
         if data is None:
             continue
         if member.name == MANIFEST_NAME:
-            manifest_bytes = data.read()
+            manifest_bytes = data.read(MAX_MANIFEST_BYTES + 1)
+            if len(manifest_bytes) > MAX_MANIFEST_BYTES:
+                raise InputError(f"{source}: {MANIFEST_NAME} is over {MAX_MANIFEST_BYTES} bytes")
+            continue
+        if member.name == SIGNATURE_NAME:
+            signature = data.read(MAX_SIGNATURE_BYTES + 1)
+            if len(signature) > MAX_SIGNATURE_BYTES:
+                raise SignatureError(f"{source}: {SIGNATURE_NAME} is too large to be a signature")
             continue
         digest, size = sha256_stream(data)
         digests[member.name] = digest
@@ -97,9 +112,23 @@ def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> Check
             f"{source}: the archive holds no {MANIFEST_NAME}",
             hint="only bundles made by `repro pack` can be checked",
         )
+    verify_signature(manifest_bytes, signature, options.signature, source=source)
     manifest = parse_manifest(manifest_bytes, source=f"{source}:{MANIFEST_NAME}")
     present = set(digests)
     return compare_digests(manifest, digests, present=present)
+
+
+def _verify_signature_file(manifest_path: Path, policy: SignaturePolicy) -> None:
+    """The signature beside a manifest, verified before a single listed file is read."""
+    if not policy.active:
+        return
+    try:
+        manifest = manifest_path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{manifest_path}: cannot read: {exc.strerror or exc}") from exc
+    sig_path = manifest_path.with_name(manifest_path.name + SIGNATURE_SUFFIX)
+    signature = sig_path.read_bytes() if sig_path.is_file() else None
+    verify_signature(manifest, signature, policy, source=str(manifest_path))
 
 
 def classify_target(target: str) -> TargetKind:

@@ -89,6 +89,12 @@ class ProbeError(ReproError):
     exit_code = EXIT_USAGE
 
 
+class SignatureError(ReproError):
+    """A bundle's signature is missing, malformed, or not from an allowed signer."""
+
+    exit_code = EXIT_INVALID
+
+
 class PreflightError(ReproError):
     exit_code = EXIT_INVALID
 

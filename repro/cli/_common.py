@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -36,3 +38,23 @@ def run_guarded(group: click.Group) -> None:
 
 def echo_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def signature_options(command: F) -> F:
+    """--allowed-signers, --identity and --require-signature, shared by check and unpack."""
+    command = click.option(
+        "--require-signature",
+        is_flag=True,
+        help="Refuse a bundle without a valid signature (implied by --allowed-signers).",
+    )(command)
+    command = click.option(
+        "--identity", help="The signer expected (its principal in the allowed-signers file)."
+    )(command)
+    return click.option(
+        "--allowed-signers",
+        type=click.Path(path_type=Path),
+        help="ssh-keygen allowed-signers file: verify MANIFEST.sha256.sig before anything else.",
+    )(command)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.console import Console
 from rich.text import Text
 
 from repro.check import CheckOptions, check_target
-from repro.cli._common import echo_json
+from repro.cli._common import echo_json, signature_options
 from repro.cli._progress import hash_progress
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.manifest import CheckReport, printable_path
+from repro.signing import SignaturePolicy
 
 
 @click.command("check")
@@ -29,6 +32,7 @@ from repro.manifest import CheckReport, printable_path
     default=None,
     help="Files hashed in parallel [default: all cores].",
 )
+@signature_options
 @click.option("-q", "--quiet", is_flag=True, help="Print only problems.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list every file that verified.")
 def check_command(
@@ -39,6 +43,9 @@ def check_command(
     jobs: int | None,
     quiet: bool,
     verbose: bool,
+    allowed_signers: Path | None,
+    identity: str | None,
+    require_signature: bool,
 ) -> int:
     """Verify a bundle directory or a MANIFEST.sha256 (sha256sum -c compatible).
 
@@ -48,7 +55,14 @@ def check_command(
     """
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     with hash_progress(console, enabled=not quiet) as bar:
-        report = check_target(target, CheckOptions(jobs=jobs, progress=bar))
+        report = check_target(
+            target,
+            CheckOptions(
+                jobs=jobs,
+                progress=bar,
+                signature=SignaturePolicy(allowed_signers, identity, require_signature),
+            ),
+        )
     passed = report.passed(ignore_missing=ignore_missing, strict=strict)
     if as_json:
         document = report.to_json()

@@ -45,6 +45,11 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
 @click.option("--unit", "units", multiple=True, help="Systemd unit to carry (repeatable).")
 @click.option("--jobs", type=click.IntRange(min=1), help="Hashing threads (default: all cores).")
 @click.option("--offline", is_flag=True, help="Never download (pristine wheels, vault).")
+@click.option(
+    "--sign",
+    type=click.Path(path_type=Path),
+    help="Private SSH key: sign MANIFEST.sha256 (ssh-keygen -Y sign, namespace repro-bundle).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def pack_command(
     source: Path,
@@ -59,6 +64,7 @@ def pack_command(
     units: tuple[str, ...],
     jobs: int | None,
     offline: bool,
+    sign: Path | None,
     as_json: bool,
 ) -> int:
     """Snapshot SOURCE (a workspace with a venv) into <name>-<version>.tar."""
@@ -80,6 +86,7 @@ def pack_command(
         units=units,
         jobs=jobs,
         download=not offline,
+        sign=sign,
     )
     result = pack(options, progress=lambda message: console.print(f"[dim]pack:[/] {message}"))
     if as_json:

@@ -8,12 +8,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from repro.cli._common import echo_json
+from repro.cli._common import echo_json, signature_options
 from repro.errors import EXIT_OK
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
 from repro.install.unpack import UnpackOptions, UnpackReport, unpack, unpatch_target
 from repro.ladder import RungResult
+from repro.signing import SignaturePolicy
 
 STYLE = {
     "done": "green",
@@ -24,6 +25,7 @@ STYLE = {
     "fail": "bold red",
     "failed": "bold red",
     "will run": "magenta",
+    "would run": "magenta",
 }
 
 
@@ -44,7 +46,13 @@ STYLE = {
 @click.option("--models", type=click.Path(path_type=Path), help="Where model weights live.")
 @click.option("--install-units", is_flag=True, help="Copy units into /etc/systemd/system.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke ladder at the end.")
-@click.option("--no-exec", is_flag=True, help="Run nothing from the bundle (no server, no units).")
+@click.option(
+    "--no-exec",
+    is_flag=True,
+    help="Run nothing from the bundle: print the server and unit commands instead; the "
+    "smoke ladder runs only the interpreter check.",
+)
+@signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def unpack_command(
     bundle: str,
@@ -60,6 +68,9 @@ def unpack_command(
     install_units: bool,
     no_smoke: bool,
     no_exec: bool,
+    allowed_signers: Path | None,
+    identity: str | None,
+    require_signature: bool,
     as_json: bool,
 ) -> int:
     """Rebuild BUNDLE (a file, a directory, '-' for stdin, or an http(s) URL) into a fresh
@@ -68,7 +79,10 @@ def unpack_command(
 
     def event(step: str, status: str, detail: str) -> None:
         style = STYLE.get(status, "white")
-        console.print(f"[{style}]{status:>12}[/{style}] {step}: {detail}", highlight=False)
+        # soft_wrap: a command is printed on one line, exactly, never broken by rich.
+        console.print(
+            f"[{style}]{status:>12}[/{style}] {step}: {detail}", highlight=False, soft_wrap=True
+        )
 
     def rung(result: RungResult) -> None:
         event(f"smoke {result.name}", result.status.value, result.summary)
@@ -87,6 +101,7 @@ def unpack_command(
         install_units=install_units,
         smoke=not no_smoke,
         no_exec=no_exec,
+        signature=SignaturePolicy(allowed_signers, identity, require_signature),
     )
     log_dir = (target.resolve() / STATE_DIR) if target else None
     report = unpack(
@@ -110,6 +125,8 @@ def _summary(console: Console, report: UnpackReport) -> None:
         style = STYLE.get(step.status, "white")
         table.add_row(step.name, f"[{style}]{step.status}[/{style}]", step.detail)
     console.print(table)
+    for line in report.would_run:
+        console.print(f"--no-exec: not run: {line}", highlight=False, soft_wrap=True)
     if report.plan is not None:
         console.print(f"dry run, nothing was created: {report.plan}", soft_wrap=True)
     elif not report.changed:

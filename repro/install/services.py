@@ -34,6 +34,34 @@ def _point_env_file(text: str, name: str, dest: Path) -> str:
     return _ENV_FILE_LINE.sub(replace, text)
 
 
+_ALIAS_LINE = re.compile(r"^\s*(Alias|DefaultInstance)\s*=\s*(?P<value>.*)$", re.M)
+
+
+def check_units(bundle: Path, *, where: str) -> list[str]:
+    """The bundle's unit names, each checked: a plain systemd name, and no [Install]
+    Alias=/DefaultInstance= that would install it under another name."""
+    source = bundle / "services"
+    if not source.is_dir():
+        return []
+    names: list[str] = []
+    for unit in sorted(p for p in source.iterdir() if p.is_file()):
+        validate_unit_name(unit.name, source=f"{where}: services/{unit.name}")
+        try:
+            text = unit.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InstallError(f"{where}: services/{unit.name}: cannot read: {exc}") from exc
+        alias = _ALIAS_LINE.search(text)
+        if alias is not None:
+            raise InstallError(
+                f"{where}: services/{unit.name} would also be installed as "
+                f"{alias.group('value').strip()!r} ({alias.group(1)}=)",
+                hint="a bundle's units are installed under their own names only; "
+                "remove the line and pack again",
+            )
+        names.append(unit.name)
+    return names
+
+
 def render_units(
     bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
 ) -> list[RenderedUnit]:

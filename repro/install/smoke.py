@@ -10,6 +10,7 @@ from repro.bundle import BundleInfo
 from repro.ladder import RUNG_NAMES, RungResult, RungStatus, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 
+NO_EXEC_RUNGS = ("python",)
 SmokeStep = Callable[[Path, Path, BundleInfo], dict[str, Any]]
 
 
@@ -20,11 +21,12 @@ def ladder_step(
     log_dir: Path | None,
     on_rung: Callable[[RungResult], None] | None = None,
 ) -> SmokeStep:
-    """A smoke step for `unpack`; with --no-exec the server rung (the bundle's own launch
-    command) is left out."""
+    """A smoke step for `unpack`; with --no-exec only the interpreter check runs: the
+    other rungs import the installed (and patched) stack, and the server rung runs the
+    bundle's own launch command."""
 
     def step(interpreter: Path, bundle_dir: Path, info: BundleInfo) -> dict[str, Any]:
-        rungs = tuple(r for r in RUNG_NAMES if not (no_exec and r == "server"))
+        rungs = NO_EXEC_RUNGS if no_exec else RUNG_NAMES
         spec = spec_from_bundle_dir(bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir)
         report = run_ladder(spec, on_rung=on_rung)
         failed = [r for r in report.results if r.status is RungStatus.FAIL]

@@ -107,7 +107,9 @@ def open_state(target: Path, bundle: BundleIdentity, *, replace: bool) -> Unpack
             f"not {bundle.name} {bundle.version}",
             hint="use another --target, or --replace to rebuild this one",
         )
-    if existing is None and target.exists() and any(target.iterdir()) and not replace:
+    # The lock file in STATE_DIR is made before the first state is saved: not "foreign".
+    foreign = target.exists() and any(p.name != STATE_DIR for p in target.iterdir())
+    if existing is None and foreign and not replace:
         raise UsageError(
             f"{target} exists and is not a repro target",
             hint="choose an empty or new --target, or --replace to overwrite it",

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -44,10 +45,11 @@ from repro.install.installer import (
 from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
-from repro.install.services import install_units, render_units
+from repro.install.services import SYSTEMD_DIR, check_units, install_units, render_units
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, load_state, open_state
 from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
+from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.snapshot.lock import read_requirements_lock
 
 StepStatus = Literal["done", "skipped", "failed", "already done"]
@@ -75,6 +77,7 @@ class UnpackOptions:
     install_units: bool = False
     smoke: bool = True
     no_exec: bool = False
+    signature: SignaturePolicy = field(default_factory=SignaturePolicy)
 
 
 @dataclass
@@ -98,6 +101,7 @@ class UnpackReport:
     smoke: dict[str, Any] | None = None
     changed: bool = False
     plan: str | None = None  # --dry-run: what a real run would do
+    would_run: list[str] = field(default_factory=list)  # --no-exec: what was not run
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +119,7 @@ class UnpackReport:
             "patches": self.patches.to_json() if self.patches else None,
             "models": [m.to_json() for m in self.models],
             "smoke": self.smoke,
+            "would_run": self.would_run,
         }
 
 
@@ -157,12 +162,29 @@ def _verified(report: CheckReport, where: str) -> None:
         )
 
 
-def verify_bundle_dir(bundle_dir: Path, where: str) -> BundleInfo:
+def verify_bundle_dir(
+    bundle_dir: Path, where: str, signature: SignaturePolicy | None = None
+) -> BundleInfo:
+    """Signature first (when asked for), then every file against the manifest, then
+    bundle.toml."""
+    if signature is not None and signature.active:
+        manifest = bundle_dir / MANIFEST_NAME
+        if not manifest.is_file():
+            raise VerificationError(f"{where}: the bundle has no {MANIFEST_NAME}")
+        sig = bundle_dir / SIGNATURE_NAME
+        verify_signature(
+            manifest.read_bytes(),
+            sig.read_bytes() if sig.is_file() else None,
+            signature,
+            source=where,
+        )
     _verified(verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=None), where)
     toml = bundle_dir / "bundle.toml"
     if not toml.is_file():
         raise VerificationError(f"{where}: the bundle has no bundle.toml")
-    return load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
+    info = load_bundle_info(toml.read_bytes(), source=f"{where}: bundle.toml")
+    check_bundle_contents(bundle_dir, where)
+    return info
 
 
 def _pid_alive(pid: int) -> bool:
@@ -184,17 +206,35 @@ def _remove_stale_staging(parent: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def read_bundle(bundle: str, staging_parent: Path) -> tuple[Path, BundleInfo, bool]:
-    """The verified bundle directory, its info, and whether it is a staging copy of ours."""
+def check_bundle_contents(bundle_dir: Path, where: str) -> None:
+    """Every file the later steps act on is parsed now, while nothing is written yet:
+    the lock, patches.toml (paths inside site-packages) and the unit names."""
+    lock = bundle_dir / "env" / "requirements.lock"
+    if lock.is_file():
+        read_requirements_lock(lock)
+    patches = bundle_dir / "patches" / "patches.toml"
+    if patches.is_file():
+        load_patchset(patches.read_bytes(), source=f"{where}: patches/patches.toml")
+    check_units(bundle_dir, where=where)
+
+
+def read_bundle(
+    bundle: str, staging_parent: Path, signature: SignaturePolicy | None = None
+) -> tuple[Path, BundleInfo, bool]:
+    """The verified bundle directory, its info, and whether it is a staging copy of ours.
+
+    An archive is extracted into a staging directory and verified there (signature,
+    then manifest): the signature and the manifest are an archive's last members, so
+    nothing can be judged before the whole stream has been read into staging."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
-        return directory, verify_bundle_dir(directory, bundle), False
+        return directory, verify_bundle_dir(directory, bundle, signature), False
     _remove_stale_staging(staging_parent)
     dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
     infos: list[BundleInfo] = []
 
     def verify(top: Path) -> None:
-        infos.append(verify_bundle_dir(top, bundle))
+        infos.append(verify_bundle_dir(top, bundle, signature))
 
     with _open_source(bundle) as (source, name):
         extract_archive(source, dest, source_name=name, verify=verify)
@@ -311,7 +351,13 @@ def unpack(
     staging_parent = _existing_ancestor(
         (options.target.parent if options.target else Path.cwd()).resolve()
     )
-    bundle_dir, info, ours = read_bundle(options.bundle, staging_parent)
+    options.signature.checked()
+    if options.target is not None and options.target.is_symlink():
+        raise UsageError(
+            f"--target {options.target} is a symbolic link; refusing to write through it",
+            hint="pass the real directory, or a path that does not exist yet",
+        )
+    bundle_dir, info, ours = read_bundle(options.bundle, staging_parent, options.signature)
     try:
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
     finally:
@@ -372,6 +418,8 @@ def _unpack_verified(
         run.state = state
     target.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
+        # Read again under the lock: another run may have finished steps meanwhile.
+        run.state = open_state(target, identity, replace=options.replace)
         _keep_bundle(bundle_dir, target / STATE_DIR / BUNDLE_DIR, movable=movable)
         return _install_steps(options, info, target, python, run, smoke)
 
@@ -450,14 +498,19 @@ def _install_steps(
         if not run.skip_if_done("services"):
             units = render_units(kept, target, venv=target, home=target, models=options.models)
             detail = f"{len(units)} unit(s) rendered into {target / 'services'}"
-            if options.install_units and units:
+            if (options.install_units or options.no_exec) and units:
+                label = "would run" if options.no_exec else "will run"
                 for unit in units:
-                    run.events(
-                        "services", "will run", f"{unit.name}: {' ; '.join(unit.exec_start)}"
+                    line = (
+                        f"install {unit.path} as {SYSTEMD_DIR / unit.name}, "
+                        f"which runs: {' ; '.join(unit.exec_start) or '(no ExecStart)'}"
                     )
+                    if options.no_exec:
+                        report.would_run.append(line)
+                    run.events("services", label, line)
                 if options.no_exec:
                     detail += "; --no-exec: not installed"
-                else:
+                elif options.install_units:
                     installed = install_units(units)
                     detail += f"; installed {', '.join(str(p) for p in installed)}"
             run.done("services", detail, units=[u.name for u in units])
@@ -467,6 +520,12 @@ def _install_steps(
             summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
             run.done("models", summary)
         if not run.skip_if_done("smoke"):
+            for line in launch_lines(info):
+                if options.no_exec:
+                    report.would_run.append(line)
+                    run.events("smoke server", "would run", line)
+                elif options.smoke and smoke is not None:
+                    run.events("smoke server", "will run", line)
             if not options.smoke or smoke is None:
                 run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
             else:
@@ -492,6 +551,15 @@ def _existing_ancestor(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def launch_lines(info: BundleInfo) -> list[str]:
+    """The bundle's server launch commands, exactly as the server rung would run them."""
+    lines = []
+    for command in info.launch.commands:
+        argv = command.argv if command.argv else ("/bin/sh", "-c", command.shell or "")
+        lines.append(f"server {command.name} (port {command.port}): {shlex.join(argv)}")
+    return lines
 
 
 def _wipe_target(target: Path) -> None:

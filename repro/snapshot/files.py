@@ -7,9 +7,11 @@ are never carried, whatever the patterns say; the pack report names them.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from repro.errors import ConfigError
 
@@ -98,3 +100,61 @@ def select_files(
         files=tuple(chosen[key] for key in sorted(chosen)),
         refused_secrets=tuple(sorted(set(refused))),
     )
+
+
+# Content that is a credential whatever the file is called. Names are matched by whole
+# '_'-separated words, so HF_TOKEN and API_KEY count and TOKENIZER_PATH does not.
+_SECRET_WORDS = frozenset({"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "AUTH"})
+_ASSIGNMENT = re.compile(
+    rb"""^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)[ \t]*[=:][ \t]*["']?([^\s"'#]{8,})""",
+    re.MULTILINE,
+)
+_KNOWN_SECRETS = re.compile(
+    rb"hf_[A-Za-z0-9]{30,}|ghp_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40,}|"
+    rb"AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|"
+    rb"^[ \t]*(?:machine|default)\b[^\n]*\bpassword[ \t]+\S+|^[ \t]*password[ \t]+\S+",
+    re.MULTILINE,
+)
+MAX_SCANNED_BYTES = 16 << 20
+
+
+def secret_in_file(path: Path, known_values: Sequence[str] = ()) -> str | None:
+    """Why the file's content looks like a credential, or None.
+
+    Looks for assignments to secret-named variables (HF_TOKEN=...), well-known token
+    shapes (hf_..., ghp_..., AKIA..., private keys, .netrc passwords) and the literal
+    values of `known_values` (the packing environment's secret variables). Files over
+    MAX_SCANNED_BYTES are searched for the known values only.
+    """
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as stream:
+            head = stream.read(MAX_SCANNED_BYTES)
+            values = [v.encode() for v in known_values if len(v) >= 8]
+            if size > MAX_SCANNED_BYTES and values:
+                return _value_in_stream(stream, head, values)
+    except OSError:
+        return None  # unreadable files are reported by the pack when it reads them
+    for value in values:
+        if value in head:
+            return "holds the value of a secret environment variable"
+    for match in _ASSIGNMENT.finditer(head):
+        words = set(match.group(1).decode().upper().split("_"))
+        if words & _SECRET_WORDS:
+            return f"assigns {match.group(1).decode()}"
+    if _KNOWN_SECRETS.search(head):
+        return "holds what looks like a token, password or private key"
+    return None
+
+
+def _value_in_stream(stream: BinaryIO, head: bytes, values: list[bytes]) -> str | None:
+    overlap = max(len(v) for v in values)
+    window = head
+    while window:
+        if any(v in window for v in values):
+            return "holds the value of a secret environment variable"
+        chunk = stream.read(MAX_SCANNED_BYTES)
+        if not chunk:
+            return None
+        window = window[-overlap:] + chunk
+    return None

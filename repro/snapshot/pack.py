@@ -41,9 +41,11 @@ from repro.diffapply import count_diff_lines
 from repro.errors import InputError, UsageError
 from repro.manifest import MANIFEST_NAME, format_manifest
 from repro.patchset import dump_patchset
+from repro.secrets import is_secret_name
+from repro.signing import SIGNATURE_NAME, find_ssh_keygen, sign_manifest
 from repro.snapshot import services as unit_capture
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter, probe_environment
-from repro.snapshot.files import looks_secret
+from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import list_installed, scheme_paths
@@ -95,6 +97,7 @@ class PackOptions:
     download: bool = True
     tool_wheels: bool = True
     cache_dir: Path | None = None
+    sign: Path | None = None  # private key: sign MANIFEST.sha256 with ssh-keygen -Y sign
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,10 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         raise UsageError(f"{source}: no such directory")
     if not source.is_dir():
         raise UsageError(f"{source}: not a directory", hint="SOURCE is a workspace directory")
+    if options.sign is not None:
+        if not options.sign.is_file():
+            raise UsageError(f"{options.sign}: no such private key file (--sign)")
+        find_ssh_keygen()  # refuse before the long part, not after it
     config = load_config(source)
     python = find_interpreter(source, options.python or config.env.python or _venv_python(config))
     say(f"probing {python}")
@@ -446,9 +453,14 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         for unit in units:
             warnings += unit.warnings
         models = _models(options, config)
-        carried = [p for p in config.files.matched if not looks_secret(p)]
-        warnings += [f"{p}: looks like a credential; not carried" for p in config.files.matched
-                     if looks_secret(p)]  # fmt: skip
+        carried = []
+        secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
+        for path in config.files.matched:
+            why = "its name" if looks_secret(path) else secret_in_file(path, secret_values)
+            if why is None:
+                carried.append(path)
+            else:
+                warnings.append(f"{path}: looks like a credential ({why}); not carried")
 
         # -- members -------------------------------------------------------------------
         hashes: dict[str, list[str]] = {}
@@ -530,7 +542,9 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         )
 
         say(f"writing {output or 'stdout'}")
-        size = _write_bundle(members, output, top=top, mtime=epoch, compression=compression)
+        size = _write_bundle(
+            members, output, top=top, mtime=epoch, compression=compression, sign=options.sign
+        )
 
     return PackResult(
         path=output,
@@ -542,7 +556,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         units=tuple(u.name for u in units),
         models=tuple(r.name for r in models),
         files=tuple(p.relative_to(source).as_posix() for p in carried),
-        members=len(members.items) + 1,
+        members=len(members.items) + (2 if options.sign else 1),
         bundle_bytes=size,
         warnings=tuple(sorted(set(warnings))),
     )
@@ -674,7 +688,13 @@ def _partial_output(output: Path) -> Iterator[BinaryIO]:
 
 
 def _stream_members(
-    members: _Members, out: BinaryIO, *, top: str, mtime: int, compression: Compression
+    members: _Members,
+    out: BinaryIO,
+    *,
+    top: str,
+    mtime: int,
+    compression: Compression,
+    sign: Path | None,
 ) -> None:
     with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
         for rel in sorted(members.items, key=member_order):
@@ -684,17 +704,26 @@ def _stream_members(
                 writer.add_file(rel, content, executable=executable or None)
             else:
                 writer.add_bytes(rel, content, executable=executable)
-        writer.add_bytes(MANIFEST_NAME, format_manifest(writer.digests.items()))
+        manifest = format_manifest(writer.digests.items())
+        writer.add_bytes(MANIFEST_NAME, manifest)
+        if sign is not None:
+            writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
 
 
 def _write_bundle(
-    members: _Members, output: Path | None, *, top: str, mtime: int, compression: Compression
+    members: _Members,
+    output: Path | None,
+    *,
+    top: str,
+    mtime: int,
+    compression: Compression,
+    sign: Path | None = None,
 ) -> int:
     if output is None:
         stdout = sys.stdout.buffer
-        _stream_members(members, stdout, top=top, mtime=mtime, compression=compression)
+        _stream_members(members, stdout, top=top, mtime=mtime, compression=compression, sign=sign)
         stdout.flush()
         return 0
     with _partial_output(output) as stream:
-        _stream_members(members, stream, top=top, mtime=mtime, compression=compression)
+        _stream_members(members, stream, top=top, mtime=mtime, compression=compression, sign=sign)
     return output.stat().st_size

@@ -1,0 +1,61 @@
+"""`repro unpack --no-exec`: prints exactly what it would execute (the server launch
+command, the unit installs) and runs none of it. A real unpack (venv, pip install of a
+real PyPI wheel) of a bundle whose launch command and unit would leave marker files."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from repro.bundle import LaunchCommand, LaunchInfo, dump_bundle_info
+from repro.install.services import SYSTEMD_DIR
+from tests.bundles import archive_tree, bundle_info, make_bundle_tree
+from tests.conftest import run_repro
+
+pytestmark = pytest.mark.slow
+UNIT = "repro-noexec-test.service"
+
+
+def test_no_exec_prints_and_runs_nothing(tmp_path: Path) -> None:
+    server_marker = tmp_path / "server-ran"
+    unit_marker = tmp_path / "unit-ran"
+    argv = ("/bin/sh", "-c", f"touch {server_marker}")
+    info = bundle_info()
+    info = type(info)(**{**info.__dict__, "launch": LaunchInfo(
+        (LaunchCommand(name="main", port=30123, engine="sglang", argv=argv),)
+    )})  # fmt: skip
+    unit_text = (
+        "[Unit]\nDescription=t\n[Service]\n"
+        f"ExecStart=/bin/sh -c 'touch {unit_marker}'\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    tree = make_bundle_tree(
+        tmp_path / "src",
+        files={"bundle.toml": dump_bundle_info(info), f"services/{UNIT}": unit_text.encode()},
+    )
+    bundle = archive_tree(tree, tmp_path / "demo.tar")
+    installed_unit = SYSTEMD_DIR / UNIT
+    assert not installed_unit.exists()
+    target = tmp_path / "target"
+    proc = run_repro(
+        "unpack", str(bundle), "--target", str(target), "--cpu", "--no-exec", "--install-units",
+        "--json",
+    )  # fmt: skip
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    report = json.loads(proc.stdout)
+    server_line = f"server main (port 30123): {shlex.join(argv)}"
+    unit_line = (
+        f"install {target / 'services' / UNIT} as {installed_unit}, "
+        f"which runs: /bin/sh -c 'touch {unit_marker}'"
+    )
+    assert report["would_run"] == [unit_line, server_line]
+    assert f"would run services: {unit_line}\n" in err, err
+    assert f"would run smoke server: {server_line}\n" in err, err
+    assert not server_marker.exists() and not unit_marker.exists()
+    assert not installed_unit.exists()
+    rungs = [r["name"] for r in report["smoke"]["ladder"]["rungs"]]
+    assert rungs == ["python"]  # only the interpreter check ran
+    assert (target / "services" / UNIT).is_file()  # rendered for review, not installed
