@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from repro.errors import EXIT_USAGE, ReproError
+from repro.errors import EXIT_INVALID, EXIT_USAGE, ReproError
 
 
 def run_guarded(group: click.Group) -> None:
@@ -30,6 +30,12 @@ def run_guarded(group: click.Group) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)
+    except OSError as exc:
+        # The machine said no (disk full, permission denied, ...): say so, without a
+        # traceback; the operation that failed cleaned up after itself.
+        where = f" ({exc.filename})" if exc.filename else ""
+        click.echo(f"repro: error: {exc.strerror or exc}{where}", err=True)
+        sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
         click.echo("repro: interrupted", err=True)
         sys.exit(130)
