@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import report, suite
 from bench.envs import build_workspace, default_cache
+from repro.hashing import default_jobs
 
 GROUPS = ("check", "scan", "pack", "unpack", "scaling")
 
@@ -63,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(__file__).parent / "results",
         help="where <date>-<machine>.json/.md go [bench/results]",
     )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="scratch for bundles and fresh targets [CACHE/work-<environment>]",
+    )
     parser.add_argument("--no-venv-pack", action="store_true", help="leave venv-pack out")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -71,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     warmup = bool(args.warmup)
 
     workspace = build_workspace(args.size, args.cache, say=_say)
-    setup = suite.prepare(workspace, args.cache / f"work-{workspace.root.name}", _say)
+    work = args.work or args.cache / f"work-{workspace.root.name}"
+    setup = suite.prepare(workspace, work, _say)
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": suite.machine(),
@@ -79,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup": warmup,
         "facts": suite.facts(setup),
         "hashlib_bytes_per_s": suite.hashlib_throughput(),
+        "hashlib_parallel_bytes_per_s": suite.hashlib_parallel_throughput(default_jobs()),
         "groups": {},
         "left_out": [],
     }

@@ -10,6 +10,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,26 @@ def hashlib_throughput(seconds: float = 1.0) -> float:
         digest.update(block)
         done += len(block)
     return done / (time.perf_counter() - started)
+
+
+def hashlib_parallel_throughput(threads: int, seconds: float = 1.0) -> float:
+    """Bytes per second `threads` threads hash together, in memory: what the cores give now
+    (on a shared machine less than single-core throughput x cores)."""
+    block = os.urandom(16 << 20)
+    stop = time.perf_counter() + seconds
+
+    def work(_: int) -> int:
+        digest = hashlib.sha256()
+        done = 0
+        while time.perf_counter() < stop:
+            digest.update(block)
+            done += len(block)
+        return done
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        total = sum(pool.map(work, range(threads)))
+    return total / (time.perf_counter() - started)
 
 
 def _file_list(root: Path, into: Path) -> int:

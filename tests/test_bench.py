@@ -1,0 +1,97 @@
+"""The benchmark harness (bench/) runs end to end and reports every contender.
+
+A smoke test of the harness, never a timed assertion: it builds (or reuses) the real
+small environment, runs every contender once without warm-up and checks that the
+results file and the Markdown table hold them all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.measure import Run, Series, paired_ratio
+from bench.report import goals
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONTENDERS = {
+    "check": ["repro check", "sha256sum -c", "repro check --jobs 1", "cat (read ceiling)"],
+    "scan": ["repro scan", "sha256sum (files)", "cat (read ceiling)", "repro pack --wheels none"],
+    "pack": [
+        "repro pack --wheels all",
+        "tar cf + sha256sum",
+        "repro pack --wheels all --jobs 1",
+        "venv-pack --format tar",
+    ],
+    "unpack": ["repro unpack --offline", "tar xf", "venv + pip install --no-index"],
+    "scaling": ["repro check 2x", "repro check 2x --jobs 1", "sha256sum -c 2x"],
+}
+
+
+def test_paired_ratio_pairs_run_by_run() -> None:
+    a = Series("a", ("a",), [Run(2.0, 1), Run(9.0, 1), Run(3.0, 1)])
+    b = Series("b", ("b",), [Run(1.0, 1), Run(3.0, 1), Run(6.0, 1)])
+    # pairs: 2/1, 9/3, 3/6 -> the median of the ratios, not the ratio of the medians (3/3)
+    assert paired_ratio(a, b) == {"median": 2.0, "min": 0.5, "max": 3.0}
+
+
+def test_goals_are_judged_from_paired_ratios() -> None:
+    result = {
+        "groups": {
+            "unpack": {
+                "contenders": [
+                    {"name": "repro unpack --offline", "peak_rss_mib": 200.0},
+                ],
+                "ratios": [
+                    {"a": "repro unpack --offline", "b": "tar xf", "median": 1.2},
+                    {
+                        "a": "repro unpack --offline",
+                        "b": "venv + pip install --no-index",
+                        "median": 0.5,
+                    },
+                ],
+            }
+        }
+    }
+    judged = {goal["what"]: goal["met"] for goal in goals(result)}
+    assert judged == {
+        "unpack / tar xf": True,
+        "unpack: speed-up over pip": False,
+        "peak RSS of repro unpack --offline (MiB)": False,
+    }
+
+
+@pytest.mark.slow
+def test_harness_smoke_small(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--size", "small", "--runs", "1", "--warmup", "0",
+         "--scaling", "2", "--results", str(results), "--work", str(tmp_path / "work")],
+        cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (json_path,) = results.glob("*.json")
+    (md_path,) = results.glob("*.md")
+    document = json.loads(json_path.read_text())
+    small = document["sizes"]["small"]
+    for group, names in CONTENDERS.items():
+        found = [item["name"] for item in small["groups"][group]["contenders"]]
+        assert found == names, group
+        for item in small["groups"][group]["contenders"]:
+            assert len(item["runs_s"]) == 1 and item["median_s"] > 0 and item["peak_rss_mib"] > 0
+    assert small["facts"]["venv_bytes"] > 100e6
+    assert {goal["what"] for goal in small["goals"]} >= {
+        "check: speed-up over sha256sum -c",
+        "pack --wheels all / venv-pack",
+        "unpack: speed-up over pip",
+    }
+    table = md_path.read_text()
+    assert completed.stdout.strip() == table.strip()
+    for names in CONTENDERS.values():
+        for name in names:
+            assert f"`{name}`" in table
