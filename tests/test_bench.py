@@ -95,3 +95,51 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     for names in CONTENDERS.values():
         for name in names:
             assert f"`{name}`" in table
+
+
+def test_repro_check_starts_without_importing_other_commands() -> None:
+    """Commands load when run: `repro check` does not pay for pack, unpack, demo, ladder."""
+    code = (
+        "import sys\n"
+        "from repro.cli import cli\n"
+        "try:\n"
+        "    cli.main(['check', '--help'], standalone_mode=False)\n"
+        "finally:\n"
+        "    heavy = sorted(m for m in sys.modules if m.startswith(("
+        "'repro.demo', 'repro.snapshot', 'repro.install', 'repro.ladder', 'requests')))\n"
+        "    print('HEAVY', heavy)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "Verify a bundle directory" in completed.stdout
+    assert "HEAVY []" in completed.stdout
+
+
+def test_every_command_loads_under_its_name() -> None:
+    import click
+
+    from repro.cli import COMMANDS, cli, load_command
+
+    context = click.Context(cli)
+    assert cli.list_commands(context) == sorted(COMMANDS)
+    for name in COMMANDS:
+        command = load_command(name)
+        assert command.name == name
+        assert cli.get_command(context, name) is command
+
+
+def test_large_files_are_hashed_first(tmp_path: Path) -> None:
+    """The pool gets each large file alone, largest first, then the small ones batched."""
+    from repro.hashing import BATCH_BYTES, _batches, hash_files, sha256_file
+
+    sizes = {"a.bin": BATCH_BYTES, "b.py": 10, "c.bin": BATCH_BYTES + 4096, "d.py": 20}
+    paths = []
+    for name, size in sizes.items():
+        path = tmp_path / name
+        path.write_bytes(name.encode()[:1] * size)
+        paths.append(path)
+    assert list(_batches(paths)) == [[paths[2]], [paths[0]], [paths[1], paths[3]]]
+    results = hash_files(paths, jobs=2)
+    assert [r.path for r in results] == paths
+    assert [r.digest for r in results] == [sha256_file(p) for p in paths]
