@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     workspace = build_workspace(args.size, args.cache, say=_say)
     work = args.work or args.cache / f"work-{workspace.root.name}"
-    setup = suite.prepare(workspace, work, _say)
+    setup = suite.prepare(workspace, work, _say, groups)
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": suite.machine(),
@@ -109,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             result["groups"]["scaling"] = suite.group_scaling(
                 setup, args.runs, warmup, _say, copies
             )
+    result["group_runs"] = {
+        name: {"runs": args.runs, "warmup": warmup, "date": result["date"]}
+        for name in result["groups"]
+    }
     report.limits(result)
     result["goals"] = report.goals(result)
     args.results.mkdir(parents=True, exist_ok=True)

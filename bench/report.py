@@ -116,7 +116,17 @@ def merge(path: Path, size: str, size_result: dict[str, Any]) -> dict[str, Any]:
             document = json.loads(path.read_text())
         except json.JSONDecodeError:
             document = {"sizes": {}}
-    document.setdefault("sizes", {})[size] = size_result
+    sizes = document.setdefault("sizes", {})
+    earlier = sizes.get(size)
+    if earlier is not None:
+        # a run of some groups (--only) keeps the other groups of an earlier run
+        groups = {**earlier.get("groups", {}), **size_result["groups"]}
+        runs = {name: earlier.get("group_runs", {}).get(name) for name in earlier["groups"]}
+        size_result = {**size_result, "groups": groups}
+        size_result["group_runs"] = {**runs, **size_result.get("group_runs", {})}
+        limits(size_result)
+        size_result["goals"] = goals(size_result)
+    sizes[size] = size_result
     document["rss_note"] = (
         "peak RSS: ru_maxrss from os.wait4 on the contender's process, which Linux folds "
         "over every reaped descendant: the largest single process of the tree"
@@ -139,24 +149,25 @@ def table(document: dict[str, Any]) -> str:
         lines += [
             f"### {size}: venv {f['venv_bytes'] / 1e9:.2f} GB in {f['venv_files']} files, "
             f"bundle {f['bundle_bytes'] / 1e9:.2f} GB; {m['cores']} cores, "
-            f"{result['runs']} runs, hashlib {result['hashlib_bytes_per_s'] / 1e9:.2f} GB/s on "
+            f"hashlib {result['hashlib_bytes_per_s'] / 1e9:.2f} GB/s on "
             f"1 core, {result.get('hashlib_parallel_bytes_per_s', 0) / 1e9:.2f} GB/s on "
             f"{m['cores']} threads; load average {m['load_average'][0]:.1f}",
             "",
-            "| group | contender | wall s, median (min-max) | spread % | peak RSS MiB |",
-            "| --- | --- | --- | --- | --- |",
+            "| group | contender | runs | wall s, median (min-max) | spread % | peak RSS MiB |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         for group_name, group in result["groups"].items():
             for item in group["contenders"]:
                 lines.append(
-                    f"| {group_name} | `{item['name']}` | {_fmt_s(item)} | {item['spread_pct']} "
+                    f"| {group_name} | `{item['name']}` | {len(item['runs_s'])} | {_fmt_s(item)} "
+                    f"| {item['spread_pct']} "
                     f"| {item['peak_rss_mib']:.0f} |"
                 )
             limit = group.get("limit")
             if limit:
                 lines.append(
                     f"| {group_name} | limit: max(hash at hashlib x cores, cat) | "
-                    f"{limit['limit_s']:.2f} | | |"
+                    f"| {limit['limit_s']:.2f} | | |"
                 )
         lines += ["", "| ratio (A / B, paired) | median | min-max |", "| --- | --- | --- |"]
         for group in result["groups"].values():

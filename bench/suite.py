@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -29,7 +30,8 @@ class Setup:
 
     workspace: Workspace
     work: Path
-    bundle: Path  # the offline bundle (pack --wheels all)
+    bundle: Path  # the offline bundle (pack --wheels all); kept only for unpack
+    bundle_bytes: int
     extracted: Path  # the bundle, extracted: what `check` and `sha256sum -c` read
     venv_tar: Path  # tar of the venv: what `tar xf` unpacks
     venv_files: Path  # NUL-separated list of the venv's regular files
@@ -92,38 +94,38 @@ def _fresh(path: Path) -> Callable[[], None]:
     return remove
 
 
-def prepare(workspace: Workspace, work: Path, say: Say) -> Setup:
+def _pack_reference(workspace: Workspace, bundle_dir: Path, say: Say) -> Path:
+    say("packing the reference offline bundle (untimed)")
+    shutil.rmtree(bundle_dir, ignore_errors=True)
+    _run(
+        [*REPRO, "pack", str(workspace.root), "-o", f"{bundle_dir}/", "--version", "1",
+         "--wheels", "all", "--offline", "--json"],
+        timeout=7200,
+    )  # fmt: skip
+    return bundle_dir / "bench-1.tar"
+
+
+def prepare(workspace: Workspace, work: Path, say: Say, groups: tuple[str, ...]) -> Setup:
+    """Untimed inputs. The bundle tar and the venv tar are kept only where a selected group
+    reads them (unpack), so a run of check and scan alone needs one copy of the bundle."""
     work.mkdir(parents=True, exist_ok=True)
     bundle_dir = work / "bundle"
     bundle = bundle_dir / "bench-1.tar"
     extracted = work / "extracted"
-    if not bundle.exists():
-        say("packing the reference offline bundle (untimed)")
-        shutil.rmtree(bundle_dir, ignore_errors=True)
-        _run(
-            [
-                *REPRO,
-                "pack",
-                str(workspace.root),
-                "-o",
-                f"{bundle_dir}/",
-                "--version",
-                "1",
-                "--wheels",
-                "all",
-                "--offline",
-                "--json",
-            ],
-            timeout=7200,
-        )
+    ready = work / "extracted.json"
+    if not ready.exists():
+        if not bundle.exists():
+            bundle = _pack_reference(workspace, bundle_dir, say)
         shutil.rmtree(extracted, ignore_errors=True)
-    if not extracted.exists():
         extracted.mkdir()
         with tarfile.open(bundle) as archive:
             archive.extractall(extracted, filter="data")
+        ready.write_text(json.dumps({"bundle_bytes": bundle.stat().st_size}))
+    if "unpack" in groups and not bundle.exists():
+        bundle = _pack_reference(workspace, bundle_dir, say)
     (top,) = list(extracted.iterdir())
     venv_tar = work / "venv.tar"
-    if not venv_tar.exists():
+    if "unpack" in groups and not venv_tar.exists():
         say("writing the venv tar for the tar xf contender (untimed)")
         _run(["tar", "cf", str(venv_tar), "-C", str(workspace.root), "venv"], timeout=7200)
     venv_files = work / "venv-files.lst"
@@ -131,26 +133,17 @@ def prepare(workspace: Workspace, work: Path, say: Say) -> Setup:
     bundle_files = work / "bundle-files.lst"
     _file_list(top, bundle_files)
     freeze = _run(
-        [
-            str(workspace.python),
-            "-m",
-            "pip",
-            "list",
-            "--format=freeze",
-            "--exclude",
-            "pip",
-            "--exclude",
-            "setuptools",
-            "--disable-pip-version-check",
-        ],
+        [str(workspace.python), "-m", "pip", "list", "--format=freeze", "--exclude", "pip",
+         "--exclude", "setuptools", "--disable-pip-version-check"],
         timeout=300,
-    )
+    )  # fmt: skip
     requirements = work / "requirements.txt"
     requirements.write_text(freeze)
     return Setup(
         workspace=workspace,
         work=work,
         bundle=bundle,
+        bundle_bytes=int(json.loads(ready.read_text())["bundle_bytes"]),
         extracted=top,
         venv_tar=venv_tar,
         venv_files=venv_files,
@@ -364,7 +357,7 @@ def facts(s: Setup) -> dict[str, Any]:
         "venv_files": venv_count,
         "venv_bytes": venv_size,
         "site_packages": str(site),
-        "bundle_bytes": s.bundle.stat().st_size,
+        "bundle_bytes": s.bundle_bytes,
         "bundle_files": bundle_count,
         "bundle_payload_bytes": bundle_size,
     }
