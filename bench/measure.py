@@ -1,8 +1,12 @@
 """Run contenders alternately and measure wall time and peak RSS of each run.
 
-Peak RSS is `ru_maxrss` from `os.wait4` on the contender's process: Linux folds the
-maximum of every reaped descendant into it, so it is the largest resident set of any
-single process in the contender's tree (not the sum of processes running at once).
+Peak RSS is GNU time's `%M`: `ru_maxrss` of the contender's process from `wait4`, into
+which Linux folds the maximum of every reaped descendant, so it is the largest resident
+set of any single process of the contender's tree (not the sum of processes running at
+once). The contender runs under /usr/bin/time, not straight from this process, because a
+child's ru_maxrss starts at its parent's high-water mark (fork and vfork share the
+parent's pages until exec): under Python every contender would read at least the
+harness's own ~40 MB.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -66,6 +71,18 @@ class Series:
         }
 
 
+GNU_TIME = "/usr/bin/time"
+
+
+def _read_rss(path: Path) -> int:
+    """KiB from GNU time's -o file (its last line; a killed child adds a status line)."""
+    try:
+        lines = path.read_text().split()
+    finally:
+        path.unlink(missing_ok=True)
+    return int(lines[-1]) if lines and lines[-1].isdigit() else 0
+
+
 class BenchFailed(RuntimeError):
     """A contender exited with an unexpected status."""
 
@@ -74,9 +91,11 @@ def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
     if contender.prepare is not None:
         contender.prepare()
     try:
+        rss_file = tempfile.NamedTemporaryFile(prefix="bench-rss-", delete=False)  # noqa: SIM115
+        rss_file.close()
         started = time.perf_counter()
         process = subprocess.Popen(
-            list(contender.argv),
+            [GNU_TIME, "-f", "%M", "-o", rss_file.name, *contender.argv],
             cwd=contender.cwd,
             env=contender.env,
             stdout=subprocess.DEVNULL,
@@ -92,7 +111,7 @@ def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
                 )
             )
             reader.start()
-            _, status, usage = os.wait4(process.pid, 0)
+            _, status, _ = os.wait4(process.pid, 0)
             elapsed = time.perf_counter() - started
             process.returncode = os.waitstatus_to_exitcode(status)
             reader.join()
@@ -105,7 +124,7 @@ def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
             raise BenchFailed(
                 f"{contender.name}: exit {process.returncode}: {' '.join(contender.argv)}\n{tail}"
             )
-        return Run(elapsed, int(usage.ru_maxrss))
+        return Run(elapsed, _read_rss(Path(rss_file.name)))
     finally:
         if contender.cleanup is not None:
             contender.cleanup()

@@ -128,8 +128,8 @@ def merge(path: Path, size: str, size_result: dict[str, Any]) -> dict[str, Any]:
         size_result["goals"] = goals(size_result)
     sizes[size] = size_result
     document["rss_note"] = (
-        "peak RSS: ru_maxrss from os.wait4 on the contender's process, which Linux folds "
-        "over every reaped descendant: the largest single process of the tree"
+        "peak RSS: GNU time %M (ru_maxrss of the contender from wait4, which Linux folds "
+        "over every reaped descendant): the largest single process of the tree"
     )
     document["ratio_note"] = "ratios: run i of A over run i of B, then the median (min-max)"
     return document
