@@ -70,7 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         help="scratch for bundles and fresh targets [CACHE/work-<environment>]",
     )
     parser.add_argument("--no-venv-pack", action="store_true", help="leave venv-pack out")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: recompute limits and goals of a results file, rewrite it "
+        "and its .md, print the table",
+    )
     args = parser.parse_args(argv)
+    if args.table is not None:
+        return _retable(args.table)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     groups = tuple(args.only or [g for g in GROUPS if g != "scaling" or args.scaling > 1])
@@ -123,6 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     markdown = report.table(document)
     (args.results / f"{stem}.md").write_text(markdown)
     _say(f"wrote {path} and {path.with_suffix('.md')}")
+    print(markdown)
+    return 0
+
+
+def _retable(path: Path) -> int:
+    document = json.loads(path.read_text())
+    for result in document["sizes"].values():
+        report.limits(result)
+        result["goals"] = report.goals(result)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    markdown = report.table(document)
+    path.with_suffix(".md").write_text(markdown)
     print(markdown)
     return 0
 

@@ -26,6 +26,7 @@ def _ratio(group: dict[str, Any], a: str, b: str) -> float | None:
 def limits(size_result: dict[str, Any]) -> None:
     """Add to check and scan the machine's limit: max(hash time at hashlib x cores, cat)."""
     per_core = size_result["hashlib_bytes_per_s"]
+    parallel = size_result.get("hashlib_parallel_bytes_per_s") or per_core
     cores = size_result["machine"]["cores"]
     for group_name, payload_key in (("check", "bundle_payload_bytes"), ("scan", "venv_bytes")):
         group = size_result["groups"].get(group_name)
@@ -35,6 +36,7 @@ def limits(size_result: dict[str, Any]) -> None:
         read = _series(group, "cat (read ceiling)")
         hash_s = payload / (per_core * cores)
         limit_s = max(hash_s, read["median_s"] if read else 0.0)
+        available_s = max(payload / parallel, read["median_s"] if read else 0.0)
         repro = _series(group, f"repro {group_name}")
         group["limit"] = {
             "payload_bytes": payload,
@@ -43,6 +45,11 @@ def limits(size_result: dict[str, Any]) -> None:
             "limit_s": round(limit_s, 3),
             "repro_fraction_of_limit": round(limit_s / repro["median_s"], 3) if repro else None,
             "repro_gb_per_s": round(payload / repro["median_s"] / 1e9, 3) if repro else None,
+            # what the cores gave during the run (a shared machine gives less than x cores)
+            "available_limit_s": round(available_s, 3),
+            "repro_fraction_of_available": (
+                round(available_s / repro["median_s"], 3) if repro else None
+            ),
         }
 
 
@@ -75,9 +82,13 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         add("check: speed-up over sha256sum -c", speedup, ">= 6x", _at_least(speedup, 6))
         frac = groups["check"].get("limit", {}).get("repro_fraction_of_limit")
         add("check: fraction of limit", frac, ">= 0.8", None if frac is None else frac >= 0.8)
+        frac = groups["check"].get("limit", {}).get("repro_fraction_of_available")
+        add("check: fraction of available limit (info)", frac, ">= 0.8", _at_least(frac, 0.8))
     if "scan" in groups:
         frac = groups["scan"].get("limit", {}).get("repro_fraction_of_limit")
         add("scan: fraction of limit", frac, ">= 0.8", None if frac is None else frac >= 0.8)
+        frac = groups["scan"].get("limit", {}).get("repro_fraction_of_available")
+        add("scan: fraction of available limit (info)", frac, ">= 0.8", _at_least(frac, 0.8))
         r = _ratio(groups["scan"], "repro pack --wheels none", "repro scan")
         add("pack --wheels none / scan", r, "<= 1.1", None if r is None else r <= 1.1)
     if "pack" in groups:
@@ -168,6 +179,10 @@ def table(document: dict[str, Any]) -> str:
                 lines.append(
                     f"| {group_name} | limit: max(hash at hashlib x cores, cat) | "
                     f"| {limit['limit_s']:.2f} | | |"
+                )
+                lines.append(
+                    f"| {group_name} | limit at the hashlib throughput all threads got in this "
+                    f"run | | {limit['available_limit_s']:.2f} | | |"
                 )
         lines += ["", "| ratio (A / B, paired) | median | min-max |", "| --- | --- | --- |"]
         for group in result["groups"].values():
