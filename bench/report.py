@@ -97,11 +97,16 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         r = _ratio(groups["pack"], "repro pack --wheels all", "venv-pack --format tar")
         add("pack --wheels all / venv-pack", r, "<= 0.5", None if r is None else r <= 0.5)
     if "unpack" in groups:
-        r = _ratio(groups["unpack"], "repro unpack --offline", "tar xf")
-        add("unpack / tar xf", r, "<= 1.5", None if r is None else r <= 1.5)
-        r = _ratio(groups["unpack"], "repro unpack --offline", "venv + pip install --no-index")
-        speedup = 1 / r if r else None
-        add("unpack: speed-up over pip", speedup, ">= 3x", _at_least(speedup, 3))
+        for name, label in (
+            ("repro unpack --offline", "unpack"),
+            ("repro unpack --offline, cold uv cache", "unpack, cold uv cache"),
+        ):
+            r = _ratio(groups["unpack"], name, "tar xf")
+            if r is not None:
+                add(f"{label} / tar xf", r, "<= 1.5", r <= 1.5)
+            r = _ratio(groups["unpack"], name, "venv + pip install --no-index")
+            if r is not None:
+                add(f"{label}: speed-up over pip", 1 / r, ">= 3x", 1 / r >= 3)
     for group_name, contender in (
         ("pack", "repro pack --wheels all"),
         ("check", "repro check"),

@@ -275,21 +275,19 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
     def make_dir() -> None:
         fresh.mkdir()
 
+    unpack = (*REPRO, "unpack", str(s.bundle), "--target", str(fresh), "--offline",
+              "--no-smoke", "--cpu")  # fmt: skip
+    cold = s.work / "xdg-cold"
+
+    def cold_cache() -> None:
+        cold.mkdir()
+
+    def cleanup_cold() -> None:
+        _fresh(fresh)()
+        _fresh(cold)()
+
     contenders = [
-        Contender(
-            "repro unpack --offline",
-            (
-                *REPRO,
-                "unpack",
-                str(s.bundle),
-                "--target",
-                str(fresh),
-                "--offline",
-                "--no-smoke",
-                "--cpu",
-            ),
-            cleanup=_fresh(fresh),
-        ),
+        Contender("repro unpack --offline", unpack, cleanup=_fresh(fresh)),
         Contender(
             "tar xf",
             ("tar", "xf", str(s.venv_tar), "-C", str(fresh)),
@@ -305,8 +303,18 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
             ),
             cleanup=_fresh(fresh),
         ),
+        # a fresh box: uv's cache (XDG_CACHE_HOME/uv; repro strips UV_* variables) is empty,
+        # so every wheel is unzipped, not linked from the cache the warm-up filled
+        Contender(
+            "repro unpack --offline, cold uv cache",
+            unpack,
+            prepare=cold_cache,
+            cleanup=cleanup_cold,
+            env={**os.environ, "XDG_CACHE_HOME": str(cold)},
+        ),
     ]
-    return _group("unpack", contenders, runs, warmup, say, pairs=[(0, 1), (0, 2)])
+    pairs = [(0, 1), (0, 2), (3, 1), (3, 2)]
+    return _group("unpack", contenders, runs, warmup, say, pairs=pairs)
 
 
 def group_scaling(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:

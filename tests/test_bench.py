@@ -28,7 +28,12 @@ CONTENDERS = {
         "repro pack --wheels all --jobs 1",
         "venv-pack --format tar",
     ],
-    "unpack": ["repro unpack --offline", "tar xf", "venv + pip install --no-index"],
+    "unpack": [
+        "repro unpack --offline",
+        "tar xf",
+        "venv + pip install --no-index",
+        "repro unpack --offline, cold uv cache",
+    ],
     "scaling": ["repro check 2x", "repro check 2x --jobs 1", "sha256sum -c 2x"],
 }
 
