@@ -148,3 +148,30 @@ def test_large_files_are_hashed_first(tmp_path: Path) -> None:
     results = hash_files(paths, jobs=2)
     assert [r.path for r in results] == paths
     assert [r.digest for r in results] == [sha256_file(p) for p in paths]
+
+
+def test_scan_probe_imports_nothing_from_the_target(tmp_path: Path) -> None:
+    """`repro scan` probes without importing the target's key modules (torch: seconds and
+    ~600 MB RSS, seen by bench/ on the full environment); pack still imports them."""
+    from repro.snapshot.environment import probe_environment
+
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    marker = tmp_path / "imported"
+    package = Path(site) / "transformers"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n__version__ = '0.0.1'\n"
+    )
+    assert probe_environment(python, imports=False).modules == ()
+    assert not marker.exists()
+    facts = probe_environment(python)
+    assert [m.module for m in facts.modules] == ["transformers"]
+    assert marker.exists()
