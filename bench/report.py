@@ -217,6 +217,10 @@ def table(document: dict[str, Any]) -> str:
             ("unpack", "repro unpack --offline"),
         ):
             item = _series(result["groups"].get(group_name, {}), contender)
+            if item is None and group_name == "pack":
+                none = _series(result["groups"].get("scan", {}), "repro pack --wheels none")
+                row.append(f"{none['peak_rss_mib']:.0f} (--wheels none)" if none else "-")
+                continue
             row.append(f"{item['peak_rss_mib']:.0f}" if item else "-")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"_{document.get('rss_note', '')}; {document.get('ratio_note', '')}._", ""]
