@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
             result["groups"]["scaling"] = suite.group_scaling(
                 setup, args.runs, warmup, _say, copies
             )
+    for group in result["groups"].values():
+        group["hashlib"] = {
+            "bytes_per_s": result["hashlib_bytes_per_s"],
+            "parallel_bytes_per_s": result["hashlib_parallel_bytes_per_s"],
+        }
     result["group_runs"] = {
         name: {"runs": args.runs, "warmup": warmup, "date": result["date"]}
         for name in result["groups"]

@@ -25,14 +25,19 @@ def _ratio(group: dict[str, Any], a: str, b: str) -> float | None:
 
 def limits(size_result: dict[str, Any]) -> None:
     """Add to check and scan the machine's limit: max(hash time at hashlib x cores, cat)."""
-    per_core = size_result["hashlib_bytes_per_s"]
-    parallel = size_result.get("hashlib_parallel_bytes_per_s") or per_core
+    parallel_default = (
+        size_result.get("hashlib_parallel_bytes_per_s") or size_result["hashlib_bytes_per_s"]
+    )
     cores = size_result["machine"]["cores"]
     for group_name, payload_key in (("check", "bundle_payload_bytes"), ("scan", "venv_bytes")):
         group = size_result["groups"].get(group_name)
         if not group:
             continue
         payload = size_result["facts"][payload_key]
+        # the throughputs of the run that measured this group (--only runs merge)
+        own = group.get("hashlib", {})
+        per_core = own.get("bytes_per_s", size_result["hashlib_bytes_per_s"])
+        parallel = own.get("parallel_bytes_per_s") or parallel_default
         read = _series(group, "cat (read ceiling)")
         hash_s = payload / (per_core * cores)
         limit_s = max(hash_s, read["median_s"] if read else 0.0)
