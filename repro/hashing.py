@@ -85,23 +85,31 @@ def _hash_batch(paths: Sequence[Path]) -> list[HashResult]:
 
 
 def _batches(paths: Sequence[Path]) -> Iterator[list[Path]]:
+    """Tasks for the pool: each large file alone, largest first, then small files batched
+    in path order. Largest first: one large file started last would keep one thread
+    hashing after the others ran out of work (a bundle's wheels, a venv's .so files)."""
+    large: list[tuple[int, Path]] = []
     batch: list[Path] = []
     batch_bytes = 0
+    small: list[list[Path]] = []
     for path in paths:
         try:
             size = path.stat().st_size
         except OSError:
             size = 0
         if size >= BATCH_BYTES:
-            yield [path]
+            large.append((size, path))
             continue
         batch.append(path)
         batch_bytes += size
         if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
-            yield batch
+            small.append(batch)
             batch, batch_bytes = [], 0
     if batch:
-        yield batch
+        small.append(batch)
+    large.sort(key=lambda item: item[0], reverse=True)
+    yield from ([path] for _, path in large)
+    yield from small
 
 
 def hash_files(

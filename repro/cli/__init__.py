@@ -2,46 +2,61 @@
 
 Each command lives in its own module, parses options, calls one library
 function, renders its result and maps ReproError to an exit code.
+
+Commands are loaded when they are run: importing every command module (and the
+library behind it) cost ~0.3-0.7 s at each start, more than `repro check` of a
+small bundle takes to hash it (measured by bench/, issue 8).
 """
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from repro import __version__
 from repro.cli._common import run_guarded
-from repro.cli.check import check_command
-from repro.cli.demo import demo_command
-from repro.cli.diff import diff_command
-from repro.cli.init import init_command
-from repro.cli.inspect import inspect_command
-from repro.cli.pack import pack_command
-from repro.cli.scan import scan_command
-from repro.cli.smoke import smoke_command
-from repro.cli.unpack import unpack_command, unpatch_command
 
-COMMANDS: list[click.Command] = [
-    check_command,
-    demo_command,
-    diff_command,
-    init_command,
-    inspect_command,
-    pack_command,
-    scan_command,
-    smoke_command,
-    unpack_command,
-    unpatch_command,
-]
+# command name -> "module:attribute" of its click command; add a command here.
+COMMANDS: dict[str, str] = {
+    "check": "repro.cli.check:check_command",
+    "demo": "repro.cli.demo:demo_command",
+    "diff": "repro.cli.diff:diff_command",
+    "init": "repro.cli.init:init_command",
+    "inspect": "repro.cli.inspect:inspect_command",
+    "pack": "repro.cli.pack:pack_command",
+    "scan": "repro.cli.scan:scan_command",
+    "smoke": "repro.cli.smoke:smoke_command",
+    "unpack": "repro.cli.unpack:unpack_command",
+    "unpatch": "repro.cli.unpack:unpatch_command",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def load_command(name: str) -> click.Command:
+    """Import the module of command `name` and return its click command."""
+    module_name, _, attribute = COMMANDS[name].partition(":")
+    command = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{COMMANDS[name]} is not a click command")
+    return command
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported only when run (or listed by --help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            return load_command(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="repro")
 def cli() -> None:
     """Pack a GPU model-serving environment into a verified bundle and rebuild it elsewhere."""
-
-
-for _command in COMMANDS:
-    cli.add_command(_command)
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ def check_command(
     identity: str | None,
     require_signature: bool,
 ) -> int:
-    """Verify a bundle directory or a MANIFEST.sha256 (sha256sum -c compatible).
+    """Verify a bundle archive (streamed; - for stdin), directory or MANIFEST.sha256.
 
     Reports every mismatched, missing, unlisted and unreadable file and every
     malformed manifest line at once. Exit 0: everything listed verified and nothing

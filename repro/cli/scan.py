@@ -56,7 +56,7 @@ def scan_command(
     Exit status: 0 clean, 1 patches found, 2 usage error.
     """
     interpreter = _interpreter(python, venv)
-    facts = probe_environment(interpreter)
+    facts = probe_environment(interpreter, imports=False)
     console = Console(stderr=True)
     with console.status("hashing installed files"):
         report = scan_environment(facts, packages=packages or None, ignore=ignore)

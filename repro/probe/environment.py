@@ -409,7 +409,12 @@ def main() -> int:
             document[key] = None
             errors[key] = f"{type(exc).__name__}: {exc}"
     try:
-        document["modules"] = gather_modules(document["distributions"] or [])
+        # --no-imports: the caller needs files, not what importing torch says (importing
+        # torch with its CUDA libraries takes seconds and ~600 MB; `repro scan` needs neither)
+        if "--no-imports" in sys.argv[1:]:
+            document["modules"] = []
+        else:
+            document["modules"] = gather_modules(document["distributions"] or [])
     except Exception as exc:
         document["modules"] = []
         errors["modules"] = f"{type(exc).__name__}: {exc}"

@@ -164,8 +164,13 @@ def probe_environment(
     *,
     timeout: float = 120,
     env: Mapping[str, str] | None = None,
+    imports: bool = True,
 ) -> EnvironmentFacts:
-    """Run the probe with `python` and return what it found."""
+    """Run the probe with `python` and return what it found.
+
+    `imports=False` leaves out the key modules' import reports (facts.modules is empty):
+    importing torch in the target costs seconds and hundreds of MB, and callers that only
+    look at installed files (scan) do not need it."""
     if not python.exists():
         raise ProbeError(
             f"interpreter {python} does not exist",
@@ -174,6 +179,8 @@ def probe_environment(
     if not os.access(python, os.X_OK) or python.is_dir():
         raise ProbeError(f"interpreter {python} is not an executable file")
     argv = [str(python), "-I", str(probe_script())]
+    if not imports:
+        argv.append("--no-imports")
     try:
         proc = subprocess.run(
             argv,

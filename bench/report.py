@@ -1,0 +1,232 @@
+"""Goals of issue 8 held against the measurements, the results file and the Markdown table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RSS_GOAL_MIB = 150.0
+
+
+def _series(group: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for item in group.get("contenders", []):
+        if item["name"] == name:
+            return dict(item)
+    return None
+
+
+def _ratio(group: dict[str, Any], a: str, b: str) -> float | None:
+    for item in group.get("ratios", []):
+        if item["a"] == a and item["b"] == b:
+            return float(item["median"])
+    return None
+
+
+def limits(size_result: dict[str, Any]) -> None:
+    """Add to check and scan the machine's limit: max(hash time at hashlib x cores, cat)."""
+    parallel_default = (
+        size_result.get("hashlib_parallel_bytes_per_s") or size_result["hashlib_bytes_per_s"]
+    )
+    cores = size_result["machine"]["cores"]
+    for group_name, payload_key in (("check", "bundle_payload_bytes"), ("scan", "venv_bytes")):
+        group = size_result["groups"].get(group_name)
+        if not group:
+            continue
+        payload = size_result["facts"][payload_key]
+        # the throughputs of the run that measured this group (--only runs merge)
+        own = group.get("hashlib", {})
+        per_core = own.get("bytes_per_s", size_result["hashlib_bytes_per_s"])
+        parallel = own.get("parallel_bytes_per_s") or parallel_default
+        read = _series(group, "cat (read ceiling)")
+        hash_s = payload / (per_core * cores)
+        limit_s = max(hash_s, read["median_s"] if read else 0.0)
+        available_s = max(payload / parallel, read["median_s"] if read else 0.0)
+        repro = _series(group, f"repro {group_name}")
+        group["limit"] = {
+            "payload_bytes": payload,
+            "hash_limit_s": round(hash_s, 3),
+            "read_s": read["median_s"] if read else None,
+            "limit_s": round(limit_s, 3),
+            "repro_fraction_of_limit": round(limit_s / repro["median_s"], 3) if repro else None,
+            "repro_gb_per_s": round(payload / repro["median_s"] / 1e9, 3) if repro else None,
+            # what the cores gave during the run (a shared machine gives less than x cores)
+            "available_limit_s": round(available_s, 3),
+            "repro_fraction_of_available": (
+                round(available_s / repro["median_s"], 3) if repro else None
+            ),
+        }
+
+
+def _at_least(value: float | None, goal: float) -> bool | None:
+    return None if value is None else value >= goal
+
+
+def _at_most(value: float | None, goal: float) -> bool | None:
+    return None if value is None else value <= goal
+
+
+def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal of the issue: the measured value, the goal, met or not."""
+    groups = size_result["groups"]
+    found: list[dict[str, Any]] = []
+
+    def add(what: str, value: float | None, goal: str, met: bool | None) -> None:
+        found.append(
+            {
+                "what": what,
+                "value": None if value is None else round(value, 3),
+                "goal": goal,
+                "met": met,
+            }
+        )
+
+    if "check" in groups:
+        r = _ratio(groups["check"], "repro check", "sha256sum -c")
+        speedup = 1 / r if r else None
+        add("check: speed-up over sha256sum -c", speedup, ">= 6x", _at_least(speedup, 6))
+        frac = groups["check"].get("limit", {}).get("repro_fraction_of_limit")
+        add("check: fraction of limit", frac, ">= 0.8", None if frac is None else frac >= 0.8)
+        frac = groups["check"].get("limit", {}).get("repro_fraction_of_available")
+        add("check: fraction of available limit (info)", frac, ">= 0.8", _at_least(frac, 0.8))
+    if "scan" in groups:
+        frac = groups["scan"].get("limit", {}).get("repro_fraction_of_limit")
+        add("scan: fraction of limit", frac, ">= 0.8", None if frac is None else frac >= 0.8)
+        frac = groups["scan"].get("limit", {}).get("repro_fraction_of_available")
+        add("scan: fraction of available limit (info)", frac, ">= 0.8", _at_least(frac, 0.8))
+        r = _ratio(groups["scan"], "repro pack --wheels none", "repro scan")
+        add("pack --wheels none / scan", r, "<= 1.1", None if r is None else r <= 1.1)
+    if "pack" in groups:
+        r = _ratio(groups["pack"], "repro pack --wheels all", "tar cf + sha256sum")
+        add("pack --wheels all / (tar cf + sha256sum)", r, "<= 1.0", _at_most(r, 1.0))
+        r = _ratio(groups["pack"], "repro pack --wheels all", "venv-pack --format tar")
+        add("pack --wheels all / venv-pack", r, "<= 0.5", None if r is None else r <= 0.5)
+    if "unpack" in groups:
+        for name, label in (
+            ("repro unpack --offline", "unpack"),
+            ("repro unpack --offline, cold uv cache", "unpack, cold uv cache"),
+        ):
+            r = _ratio(groups["unpack"], name, "tar xf")
+            if r is not None:
+                add(f"{label} / tar xf", r, "<= 1.5", r <= 1.5)
+            r = _ratio(groups["unpack"], name, "venv + pip install --no-index")
+            if r is not None:
+                add(f"{label}: speed-up over pip", 1 / r, ">= 3x", 1 / r >= 3)
+    for group_name, contender in (
+        ("pack", "repro pack --wheels all"),
+        ("check", "repro check"),
+        ("unpack", "repro unpack --offline"),
+    ):
+        item = _series(groups.get(group_name, {}), contender)
+        if item is not None:
+            rss = float(item["peak_rss_mib"])
+            add(
+                f"peak RSS of {contender} (MiB)",
+                rss,
+                f"<= {RSS_GOAL_MIB:.0f}",
+                _at_most(rss, RSS_GOAL_MIB),
+            )
+    return found
+
+
+def merge(path: Path, size: str, size_result: dict[str, Any]) -> dict[str, Any]:
+    """The results file with this size's results in it (other sizes from earlier runs kept)."""
+    document: dict[str, Any] = {"sizes": {}}
+    if path.exists():
+        try:
+            document = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            document = {"sizes": {}}
+    sizes = document.setdefault("sizes", {})
+    earlier = sizes.get(size)
+    if earlier is not None:
+        # a run of some groups (--only) keeps the other groups of an earlier run
+        groups = {**earlier.get("groups", {}), **size_result["groups"]}
+        runs = {name: earlier.get("group_runs", {}).get(name) for name in earlier["groups"]}
+        size_result = {**size_result, "groups": groups}
+        size_result["group_runs"] = {**runs, **size_result.get("group_runs", {})}
+        limits(size_result)
+        size_result["goals"] = goals(size_result)
+    sizes[size] = size_result
+    document["rss_note"] = (
+        "peak RSS: GNU time %M (ru_maxrss of the contender from wait4, which Linux folds "
+        "over every reaped descendant): the largest single process of the tree"
+    )
+    document["ratio_note"] = "ratios: run i of A over run i of B, then the median (min-max)"
+    return document
+
+
+def _fmt_s(item: dict[str, Any]) -> str:
+    return f"{item['median_s']:.2f} ({item['min_s']:.2f}-{item['max_s']:.2f})"
+
+
+def table(document: dict[str, Any]) -> str:
+    """Markdown: per size, every contender; then the ratios, goals, RSS vs size."""
+    lines: list[str] = []
+    sizes = document.get("sizes", {})
+    for size, result in sizes.items():
+        f = result["facts"]
+        m = result["machine"]
+        lines += [
+            f"### {size}: venv {f['venv_bytes'] / 1e9:.2f} GB in {f['venv_files']} files, "
+            f"bundle {f['bundle_bytes'] / 1e9:.2f} GB; {m['cores']} cores, "
+            f"hashlib {result['hashlib_bytes_per_s'] / 1e9:.2f} GB/s on "
+            f"1 core, {result.get('hashlib_parallel_bytes_per_s', 0) / 1e9:.2f} GB/s on "
+            f"{m['cores']} threads; load average {m['load_average'][0]:.1f}",
+            "",
+            "| group | contender | runs | wall s, median (min-max) | spread % | peak RSS MiB |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for group_name, group in result["groups"].items():
+            for item in group["contenders"]:
+                lines.append(
+                    f"| {group_name} | `{item['name']}` | {len(item['runs_s'])} | {_fmt_s(item)} "
+                    f"| {item['spread_pct']} "
+                    f"| {item['peak_rss_mib']:.0f} |"
+                )
+            limit = group.get("limit")
+            if limit:
+                lines.append(
+                    f"| {group_name} | limit: max(hash at hashlib x cores, cat) | "
+                    f"| {limit['limit_s']:.2f} | | |"
+                )
+                lines.append(
+                    f"| {group_name} | limit at the hashlib throughput all threads got in this "
+                    f"run | | {limit['available_limit_s']:.2f} | | |"
+                )
+        lines += ["", "| ratio (A / B, paired) | median | min-max |", "| --- | --- | --- |"]
+        for group in result["groups"].values():
+            for ratio in group["ratios"]:
+                lines.append(
+                    f"| `{ratio['a']}` / `{ratio['b']}` | {ratio['median']:.2f} | "
+                    f"{ratio['min']:.2f}-{ratio['max']:.2f} |"
+                )
+        lines += ["", "| goal | measured | goal | met |", "| --- | --- | --- | --- |"]
+        for goal in result["goals"]:
+            met = {True: "yes", False: "**no**", None: "n/a"}[goal["met"]]
+            lines.append(f"| {goal['what']} | {goal['value']} | {goal['goal']} | {met} |")
+        if result.get("left_out"):
+            lines += ["", *(f"- left out: {why}" for why in result["left_out"])]
+        lines.append("")
+    lines += [
+        "### peak RSS (MiB) vs bundle size",
+        "",
+        "| size | bundle GB | pack | check | unpack |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for size, result in sizes.items():
+        row = [size, f"{result['facts']['bundle_bytes'] / 1e9:.2f}"]
+        for group_name, contender in (
+            ("pack", "repro pack --wheels all"),
+            ("check", "repro check"),
+            ("unpack", "repro unpack --offline"),
+        ):
+            item = _series(result["groups"].get(group_name, {}), contender)
+            if item is None and group_name == "pack":
+                none = _series(result["groups"].get("scan", {}), "repro pack --wheels none")
+                row.append(f"{none['peak_rss_mib']:.0f} (--wheels none)" if none else "-")
+                continue
+            row.append(f"{item['peak_rss_mib']:.0f}" if item else "-")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", f"_{document.get('rss_note', '')}; {document.get('ratio_note', '')}._", ""]
+    return "\n".join(lines)

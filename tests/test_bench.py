@@ -1,0 +1,177 @@
+"""The benchmark harness (bench/) runs end to end and reports every contender.
+
+A smoke test of the harness, never a timed assertion: it builds (or reuses) the real
+small environment, runs every contender once without warm-up and checks that the
+results file and the Markdown table hold them all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.measure import Run, Series, paired_ratio
+from bench.report import goals
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONTENDERS = {
+    "check": ["repro check", "sha256sum -c", "repro check --jobs 1", "cat (read ceiling)"],
+    "scan": ["repro scan", "sha256sum (files)", "cat (read ceiling)", "repro pack --wheels none"],
+    "pack": [
+        "repro pack --wheels all",
+        "tar cf + sha256sum",
+        "repro pack --wheels all --jobs 1",
+        "venv-pack --format tar",
+    ],
+    "unpack": [
+        "repro unpack --offline",
+        "tar xf",
+        "venv + pip install --no-index",
+        "repro unpack --offline, cold uv cache",
+    ],
+    "scaling": ["repro check 2x", "repro check 2x --jobs 1", "sha256sum -c 2x"],
+}
+
+
+def test_paired_ratio_pairs_run_by_run() -> None:
+    a = Series("a", ("a",), [Run(2.0, 1), Run(9.0, 1), Run(3.0, 1)])
+    b = Series("b", ("b",), [Run(1.0, 1), Run(3.0, 1), Run(6.0, 1)])
+    # pairs: 2/1, 9/3, 3/6 -> the median of the ratios, not the ratio of the medians (3/3)
+    assert paired_ratio(a, b) == {"median": 2.0, "min": 0.5, "max": 3.0}
+
+
+def test_goals_are_judged_from_paired_ratios() -> None:
+    result = {
+        "groups": {
+            "unpack": {
+                "contenders": [
+                    {"name": "repro unpack --offline", "peak_rss_mib": 200.0},
+                ],
+                "ratios": [
+                    {"a": "repro unpack --offline", "b": "tar xf", "median": 1.2},
+                    {
+                        "a": "repro unpack --offline",
+                        "b": "venv + pip install --no-index",
+                        "median": 0.5,
+                    },
+                ],
+            }
+        }
+    }
+    judged = {goal["what"]: goal["met"] for goal in goals(result)}
+    assert judged == {
+        "unpack / tar xf": True,
+        "unpack: speed-up over pip": False,
+        "peak RSS of repro unpack --offline (MiB)": False,
+    }
+
+
+@pytest.mark.slow
+def test_harness_smoke_small(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--size", "small", "--runs", "1", "--warmup", "0",
+         "--scaling", "2", "--results", str(results), "--work", str(tmp_path / "work")],
+        cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (json_path,) = results.glob("*.json")
+    (md_path,) = results.glob("*.md")
+    document = json.loads(json_path.read_text())
+    small = document["sizes"]["small"]
+    for group, names in CONTENDERS.items():
+        found = [item["name"] for item in small["groups"][group]["contenders"]]
+        assert found == names, group
+        for item in small["groups"][group]["contenders"]:
+            assert len(item["runs_s"]) == 1 and item["median_s"] > 0 and item["peak_rss_mib"] > 0
+    assert small["facts"]["venv_bytes"] > 100e6
+    assert {goal["what"] for goal in small["goals"]} >= {
+        "check: speed-up over sha256sum -c",
+        "pack --wheels all / venv-pack",
+        "unpack: speed-up over pip",
+    }
+    table = md_path.read_text()
+    assert completed.stdout.strip() == table.strip()
+    for names in CONTENDERS.values():
+        for name in names:
+            assert f"`{name}`" in table
+
+
+def test_repro_check_starts_without_importing_other_commands() -> None:
+    """Commands load when run: `repro check` does not pay for pack, unpack, demo, ladder."""
+    code = (
+        "import sys\n"
+        "from repro.cli import cli\n"
+        "try:\n"
+        "    cli.main(['check', '--help'], standalone_mode=False)\n"
+        "finally:\n"
+        "    heavy = sorted(m for m in sys.modules if m.startswith(("
+        "'repro.demo', 'repro.snapshot', 'repro.install', 'repro.ladder', 'requests')))\n"
+        "    print('HEAVY', heavy)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "Verify a bundle directory" in completed.stdout
+    assert "HEAVY []" in completed.stdout
+
+
+def test_every_command_loads_under_its_name() -> None:
+    import click
+
+    from repro.cli import COMMANDS, cli, load_command
+
+    context = click.Context(cli)
+    assert cli.list_commands(context) == sorted(COMMANDS)
+    for name in COMMANDS:
+        command = load_command(name)
+        assert command.name == name
+        assert cli.get_command(context, name) is command
+
+
+def test_large_files_are_hashed_first(tmp_path: Path) -> None:
+    """The pool gets each large file alone, largest first, then the small ones batched."""
+    from repro.hashing import BATCH_BYTES, _batches, hash_files, sha256_file
+
+    sizes = {"a.bin": BATCH_BYTES, "b.py": 10, "c.bin": BATCH_BYTES + 4096, "d.py": 20}
+    paths = []
+    for name, size in sizes.items():
+        path = tmp_path / name
+        path.write_bytes(name.encode()[:1] * size)
+        paths.append(path)
+    assert list(_batches(paths)) == [[paths[2]], [paths[0]], [paths[1], paths[3]]]
+    results = hash_files(paths, jobs=2)
+    assert [r.path for r in results] == paths
+    assert [r.digest for r in results] == [sha256_file(p) for p in paths]
+
+
+def test_scan_probe_imports_nothing_from_the_target(tmp_path: Path) -> None:
+    """`repro scan` probes without importing the target's key modules (torch: seconds and
+    ~600 MB RSS, seen by bench/ on the full environment); pack still imports them."""
+    from repro.snapshot.environment import probe_environment
+
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    marker = tmp_path / "imported"
+    package = Path(site) / "transformers"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n__version__ = '0.0.1'\n"
+    )
+    assert probe_environment(python, imports=False).modules == ()
+    assert not marker.exists()
+    facts = probe_environment(python)
+    assert [m.module for m in facts.modules] == ["transformers"]
+    assert marker.exists()
