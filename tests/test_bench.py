@@ -117,7 +117,7 @@ def test_repro_check_starts_without_importing_other_commands() -> None:
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert "Verify a bundle directory" in completed.stdout
+    assert "Verify a bundle archive" in completed.stdout
     assert "HEAVY []" in completed.stdout
 
 
