@@ -7,7 +7,6 @@ file at once; unknown keys are errors so that a typo never passes silently.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,12 +14,8 @@ from typing import Any, Literal, TypeVar, cast
 
 import tomli_w
 
+from repro import _toml
 from repro.errors import BundleFormatError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 FORMAT_VERSION = 1
 
@@ -306,8 +301,8 @@ def _load_model(table: _Table) -> ModelRef:
 def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
     """Parse and validate bundle.toml; every problem is reported in one BundleFormatError."""
     try:
-        document = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        document = _toml.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
         raise BundleFormatError(f"{source}: not valid TOML: {exc}") from exc
     version = document.get("format_version")
     if version is None:

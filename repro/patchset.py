@@ -8,7 +8,6 @@ review and for targets that drifted.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -16,12 +15,8 @@ from typing import Any, Literal
 
 import tomli_w
 
+from repro import _toml
 from repro.errors import BundleFormatError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 PATCHSET_FORMAT = 1
 PatchKind = Literal["modified", "added", "deleted"]
@@ -145,8 +140,8 @@ def _entry(table: object, where: str) -> PatchEntry:
 
 def load_patchset(data: bytes, *, source: str) -> PatchSet:
     try:
-        document = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        document = _toml.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
         raise BundleFormatError(f"{source}: not valid TOML: {exc}") from exc
     version = document.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):

@@ -15,7 +15,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,16 +25,12 @@ from typing import Any, Literal
 import tomli_w
 from packaging.utils import canonicalize_name
 
+from repro import _toml
 from repro.diffapply import DiffApplyError, apply_unified_diff
 from repro.errors import InstallError, PatchConflictError, ReproError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install.atomic import atomic_unlink, atomic_write, exclusive_lock
 from repro.patchset import PatchEntry, PatchSet
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 Action = Literal["write", "delete", "skip"]
 Writer = Callable[[Path, bytes, int], None]
@@ -284,8 +279,8 @@ def _write_toml(path: Path, document: dict[str, Any]) -> None:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return _toml.loads(path.read_text(encoding="utf-8"))
+    except (OSError, _toml.TOMLDecodeError) as exc:
         raise InstallError(f"{path}: unreadable patch state: {exc}") from exc
 
 

@@ -7,20 +7,15 @@ is refused unless the caller replaces it.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from repro import _toml
 from repro.errors import InstallError, UsageError
 from repro.install.atomic import atomic_write
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 STATE_DIR = ".repro"
 STATE_FILE = "state.toml"
@@ -81,14 +76,14 @@ def load_state(target: Path) -> UnpackState | None:
     if not path.exists():
         return None
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        document = _toml.loads(path.read_text(encoding="utf-8"))
         bundle = document["bundle"]
         identity = BundleIdentity(
             str(bundle["name"]), str(bundle["version"]), str(bundle["manifest_sha256"])
         )
         done = [str(step) for step in document.get("done", []) if step in STEPS]
         facts = dict(document.get("facts", {}))
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+    except (OSError, _toml.TOMLDecodeError, KeyError, TypeError) as exc:
         raise InstallError(
             f"{path}: unreadable unpack state: {exc}",
             hint="remove the target directory, or use --replace to start over",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from repro import _toml
 from repro.archive import extract_archive
 from repro.bundle import BundleInfo, load_bundle_info
 from repro.errors import (
@@ -271,12 +272,10 @@ def _preflight_inputs(
 
 def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
     """Vault wheels that are there because no index serves them (not only --wheels all)."""
-    from repro._toml import loads
-
     path = bundle_dir / "env" / "vault.toml"
     if not path.is_file():
         return []
-    table = loads(path.read_text(encoding="utf-8"))
+    table = _toml.loads(path.read_text(encoding="utf-8"))
     return sorted(
         str(w["filename"])
         for w in table.get("wheels", [])

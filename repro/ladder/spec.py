@@ -7,12 +7,12 @@ full loader lives elsewhere.
 from __future__ import annotations
 
 import shlex
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from repro import _toml
 from repro.errors import BundleFormatError, InputError
 from repro.ladder.model import (
     ENGINES,
@@ -23,22 +23,15 @@ from repro.ladder.model import (
     Timeouts,
 )
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 LAUNCH_ENGINES = ("sglang", "vllm", "openai")
 
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            document: dict[str, Any] = tomllib.load(handle)
-            return document
+        return _toml.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise InputError(f"{path}: file not found") from exc
-    except tomllib.TOMLDecodeError as exc:
+    except _toml.TOMLDecodeError as exc:
         raise BundleFormatError(f"{path}: not valid TOML: {exc}") from exc
 
 

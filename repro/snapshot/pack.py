@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+import tomli_w
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -345,8 +346,6 @@ def _model_ref(ref: ModelReference) -> ModelRef:
 
 
 def _vault_toml(report: VaultReport) -> bytes:
-    import tomli_w
-
     wheels = [
         {
             "name": w.name,
