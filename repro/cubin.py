@@ -11,13 +11,14 @@ architecture-specific (`sm_90a`) or family-specific (`sm_100f`). With
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import shutil
 import struct
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -41,24 +42,61 @@ def _suffix(flags: int) -> str:
     return ""
 
 
+Reader = Callable[[int, int], bytes]
+"""read(offset, count) -> up to `count` bytes of the object at `offset`."""
+
+_MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
+_SKIP_BLOCK = 1 << 16
+
+
 def fatbin_archs(data: bytes | mmap.mmap, start: int = 0, end: int | None = None) -> set[str]:
     """Architectures of every entry of the fat-binary containers in data[start:end]."""
-    end = len(data) if end is None else end
+    return _walk_fatbin(
+        lambda offset, count: data[offset : offset + count],
+        start,
+        len(data) if end is None else end,
+    )
+
+
+def _next_container(read: Reader, position: int, end: int) -> int:
+    """The next 8-aligned offset at or after `position` where a container's magic is."""
+    while position + 16 <= end:
+        block = read(position, min(_SKIP_BLOCK, end - position))
+        found = block.find(_MAGIC_BYTES)
+        while found != -1 and found % 8:
+            found = block.find(_MAGIC_BYTES, found + 1)
+        if found != -1:
+            return position + found
+        if len(block) < 8:
+            break
+        position += max(8, len(block) - len(block) % 8 - 8)
+    return end
+
+
+def _walk_fatbin(read: Reader, start: int, end: int) -> set[str]:
+    """Walk the containers' and entries' headers only; kernels themselves are never read."""
     archs: set[str] = set()
     position = start
     while position + 16 <= end:
-        magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, position)
+        header = read(position, 16)
+        if len(header) < 16:
+            break
+        magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", header)
         if magic != FATBIN_MAGIC or header_size < 16:
-            position += 8  # containers are 8-aligned inside the section; skip padding
+            # containers are 8-aligned inside the section; skip the padding between them
+            position = _next_container(read, position + 8, end)
             continue
         entry = position + header_size
         container_end = min(position + header_size + fat_size, end)
         while entry + 64 <= container_end:
-            kind, _, entry_size, padded_size = struct.unpack_from("<HHII", data, entry)
+            head = read(entry, 48)
+            if len(head) < 48:
+                break
+            kind, _, entry_size, padded_size = struct.unpack_from("<HHII", head)
             if entry_size < 64:
                 break
-            sm = struct.unpack_from("<I", data, entry + 28)[0]
-            flags = struct.unpack_from("<Q", data, entry + 40)[0]
+            sm = struct.unpack_from("<I", head, 28)[0]
+            flags = struct.unpack_from("<Q", head, 40)[0]
             if kind == KIND_PTX:
                 archs.add(f"compute_{sm}{_suffix(flags)}")
             elif kind in KIND_ELF:
@@ -68,46 +106,59 @@ def fatbin_archs(data: bytes | mmap.mmap, start: int = 0, end: int | None = None
     return archs
 
 
-def _fatbin_section(data: bytes | mmap.mmap) -> tuple[int, int] | None:
-    if data[:4] != _ELF_MAGIC:
+def _fatbin_section_of(read: Reader, size: int) -> tuple[int, int] | None:
+    ident = read(0, 64)
+    if ident[:4] != _ELF_MAGIC:
         raise NotAnElfError("not an ELF file")
-    if data[4] != 2 or data[5] != 1:
+    if len(ident) < 64 or ident[4] != 2 or ident[5] != 1:
         raise NotAnElfError("not a little-endian 64-bit ELF file")
-    section_offset = struct.unpack_from("<Q", data, 0x28)[0]
-    entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
-    if section_offset == 0 or count == 0 or section_offset + count * entry_size > len(data):
+    section_offset = struct.unpack_from("<Q", ident, 0x28)[0]
+    entry_size, count, names_index = struct.unpack_from("<HHH", ident, 0x3A)
+    if section_offset == 0 or count == 0 or section_offset + count * entry_size > size:
+        return None
+    table = read(section_offset, count * entry_size)
+    if entry_size < 0x28 or len(table) < count * entry_size or names_index >= count:
         return None
 
     def header(index: int) -> tuple[int, int, int]:
-        base = section_offset + index * entry_size
-        name = struct.unpack_from("<I", data, base)[0]
-        offset, size = struct.unpack_from("<QQ", data, base + 0x18)
-        return name, offset, size
+        base = index * entry_size
+        name = struct.unpack_from("<I", table, base)[0]
+        offset, length = struct.unpack_from("<QQ", table, base + 0x18)
+        return name, offset, length
 
     names_offset = header(names_index)[1]
     for index in range(count):
-        name, offset, size = header(index)
-        start = names_offset + name
-        if data[start : start + 11] == b".nv_fatbin\0":
-            return offset, offset + size
+        name, offset, length = header(index)
+        if read(names_offset + name, 11) == b".nv_fatbin\0":
+            return offset, min(offset + length, size)
     return None
 
 
+def _fatbin_section(data: bytes | mmap.mmap) -> tuple[int, int] | None:
+    return _fatbin_section_of(lambda offset, count: data[offset : offset + count], len(data))
+
+
 def elf_archs(path: Path) -> set[str]:
-    """Architectures of the kernels in one shared object (empty: no CUDA code)."""
-    with open(path, "rb") as stream:
+    """Architectures of the kernels in one shared object (empty: no CUDA code).
+
+    Headers are read with pread, a few bytes each: the kernels between them (most of a
+    CUDA library's size) are neither read nor mapped, so a 500 MB libtorch_cuda.so takes
+    milliseconds and no memory.
+    """
+    with open(path, "rb", buffering=0) as stream:
+        fd = stream.fileno()
+        size = os.fstat(fd).st_size
+
+        def read(offset: int, count: int) -> bytes:
+            return os.pread(fd, count, offset) if 0 <= offset < size else b""
+
         try:
-            view = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # empty file
+            section = _fatbin_section_of(read, size)
+        except (NotAnElfError, struct.error):
             return set()
-        with view:
-            try:
-                section = _fatbin_section(view)
-            except (NotAnElfError, struct.error, IndexError):
-                return set()
-            if section is None:
-                return set()
-            return fatbin_archs(view, *section)
+        if section is None:
+            return set()
+        return _walk_fatbin(read, *section)
 
 
 def cuobjdump_archs(path: Path, tool: str, timeout: float = 120) -> set[str] | None:
