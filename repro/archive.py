@@ -25,7 +25,7 @@ import stat
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -218,6 +218,46 @@ class DeterministicTarWriter:
         self._write(tarformat.padding(info.st_size))
         self._digests[rel] = digest.hexdigest()
         return self._digests[rel]
+
+    def add_stream(
+        self,
+        rel: str,
+        size: int,
+        pieces: Iterable[bytes],
+        *,
+        digest: str | None = None,
+        executable: bool = False,
+    ) -> str:
+        """Add `size` bytes that `pieces` yields as the file `rel`; return its sha256.
+
+        A `digest` computed ahead (a rebuilt wheel hashed in parallel) is taken as it is
+        and the bytes are not hashed again; without one they are hashed as they pass.
+        Pieces that add up to more or less than `size` stop the archive.
+        """
+        self._check_open()
+        parents = self._admit(rel, "file")
+        self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
+        hasher = hashlib.sha256() if digest is None else None
+        written = 0
+        try:
+            for piece in pieces:
+                written += len(piece)
+                if written > size:
+                    break
+                if hasher is not None:
+                    hasher.update(piece)
+                self._write(piece)
+        except BaseException:
+            self._state = "failed"
+            raise
+        if written != size:
+            self._state = "failed"
+            raise InputError(f"{rel}: {written} bytes produced where {size} were planned")
+        self._write(tarformat.padding(size))
+        final = hasher.hexdigest() if hasher is not None else digest
+        assert final is not None
+        self._digests[rel] = final
+        return final
 
     def add_bytes(self, rel: str, data: bytes, *, executable: bool = False) -> str:
         """Add `data` as the file `rel`; return its sha256."""

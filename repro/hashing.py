@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,9 @@ class HashResult:
     digest: str | None
     size: int
     error: str | None = None
+    crc32: int | None = None  # with `crc32=True`: what a stored ZIP member of it needs
+    mtime_ns: int = 0
+    mode: int = 0
 
 
 def default_jobs() -> int:
@@ -65,23 +70,49 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _hash_one(path: Path) -> HashResult:
+def _hash_one(path: Path, crc: bool = False) -> HashResult:
     try:
         with open(path, "rb", buffering=0) as stream:
-            if os.fstat(stream.fileno()).st_size <= CHUNK_SIZE:
+            info = os.fstat(stream.fileno())
+            if info.st_size <= CHUNK_SIZE:
                 # Most files of a venv are small: read each whole (to its end, even if
                 # it grew) instead of zero-filling a chunk buffer per file.
                 data = stream.readall()
                 digest, size = hashlib.sha256(data).hexdigest(), len(data)
+                checksum = zlib.crc32(data) if crc else None
             else:
-                digest, size = sha256_stream(stream)
+                digest, size, checksum = _hash_stream_crc(stream, crc)
     except OSError as exc:
         return HashResult(path, None, 0, exc.strerror or str(exc))
-    return HashResult(path, digest, size)
+    return HashResult(path, digest, size, None, checksum, info.st_mtime_ns, info.st_mode)
 
 
-def _hash_batch(paths: Sequence[Path]) -> list[HashResult]:
-    return [_hash_one(path) for path in paths]
+def _hash_stream_crc(stream: BinaryIO, crc: bool) -> tuple[str, int, int | None]:
+    if not crc:
+        digest, size = sha256_stream(stream)
+        return digest, size, None
+    sha = hashlib.sha256()
+    checksum = 0
+    size = 0
+    buffer = bytearray(CHUNK_SIZE)
+    view = memoryview(buffer)
+    while True:
+        count = stream.readinto(view)  # type: ignore[attr-defined]
+        if not count:
+            break
+        sha.update(view[:count])
+        checksum = zlib.crc32(view[:count], checksum)
+        size += count
+    return sha.hexdigest(), size, checksum
+
+
+def file_digest(path: Path) -> HashResult:
+    """sha256, CRC-32, size, mtime and mode of one file (error set when unreadable)."""
+    return _hash_one(path, crc=True)
+
+
+def _hash_batch(paths: Sequence[Path], crc: AbstractSet[Path] | bool) -> list[HashResult]:
+    return [_hash_one(path, crc is True or (crc is not False and path in crc)) for path in paths]
 
 
 def _batches(paths: Sequence[Path]) -> Iterator[list[Path]]:
@@ -117,23 +148,26 @@ def hash_files(
     *,
     jobs: int | None = None,
     on_progress: ProgressCallback | None = None,
+    crc32: AbstractSet[Path] | bool = False,
 ) -> list[HashResult]:
     """Hash many files in parallel; results come back in the order of `paths`.
 
     `on_progress` is called with the byte count of each finished file, from the
-    calling thread.
+    calling thread. `crc32` (True, or the paths that need it) also computes each
+    file's CRC-32 in the same read.
     """
     workers = jobs or default_jobs()
     results: dict[Path, HashResult] = {}
     if workers <= 1:
         for path in paths:
-            result = _hash_one(path)
+            result = _hash_one(path, crc32 is True or (crc32 is not False and path in crc32))
             results[path] = result
             if on_progress is not None:
                 on_progress(result.size)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for batch_results in pool.map(_hash_batch, _batches(paths)):
+            tasks = pool.map(lambda batch: _hash_batch(batch, crc32), _batches(paths))
+            for batch_results in tasks:
                 for result in batch_results:
                     results[result.path] = result
                     if on_progress is not None:

@@ -290,6 +290,27 @@ def test_add_file_hashes_while_streaming_and_takes_x_bit(tmp_path: Path) -> None
     assert found == {"bin/tool": (0o755, data), "copy": (0o644, data)}
 
 
+def test_add_stream_takes_planned_pieces_and_refuses_a_wrong_count() -> None:
+    pieces = [b"head", b"x" * archive.CHUNK, b"tail"]
+    data = b"".join(pieces)
+    out = io.BytesIO()
+    with DeterministicTarWriter(out, top=TOP, mtime=MTIME) as w:
+        hashed = w.add_stream("env/wheels/a.whl", len(data), iter(pieces))
+        # a digest known ahead (hashed in parallel) is taken, the bytes not hashed again
+        known = w.add_stream("env/wheels/b.whl", len(data), iter(pieces), digest="ab" * 32)
+    assert hashed == hashlib.sha256(data).hexdigest()
+    assert known == "ab" * 32 == w.digests["env/wheels/b.whl"]
+    out.seek(0)
+    found = {m.name: s.read() for m, s in iter_members(out, source="m") if s}
+    assert found == {"env/wheels/a.whl": data, "env/wheels/b.whl": data}
+    for short_or_long in (len(data) + 1, len(data) - 1):
+        w = writer()
+        with pytest.raises(InputError, match="planned"):
+            w.add_stream("c.whl", short_or_long, iter(pieces))
+        with pytest.raises(InputError, match="failed"):
+            w.add_bytes("later", b"x")
+
+
 def test_member_stream_is_valid_until_the_next_member() -> None:
     out = io.BytesIO()
     with DeterministicTarWriter(out, top=TOP, mtime=MTIME) as w:

@@ -345,6 +345,50 @@ def test_wheels_all_vaults_every_distribution(packed_all: Path) -> None:
     assert prefixes == wanted
 
 
+def test_streamed_vault_wheels_equal_the_written_ones_and_their_records(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """pack streams rebuilt wheels from their plan straight into the tar; build_vault
+    writes the same plans to files: both must give the same bytes, and the digests in
+    vault.toml and pylock.toml must be those of the bytes in the bundle."""
+    from repro.snapshot.installed import list_installed, scheme_paths
+    from repro.snapshot.vault import build_vault
+
+    # offline with an empty pip cache: every wheel without a local original is rebuilt
+    env = pack_env(PIP_CACHE_DIR=str(tmp_path / "empty-pip-cache"))
+    proc = pack(str(workspace.root), "-o", f"{tmp_path}/", "--wheels", "all", "--offline", env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    packed_all = extract(next(tmp_path.glob("*.tar")), tmp_path / "x")
+    vault_toml = _toml.loads((packed_all / "env" / "vault.toml").read_text())
+    streamed = {
+        w["name"].lower(): w
+        for w in vault_toml["wheels"]
+        if w["source"] == "rebuilt" and w["name"] != "idna"  # idna: patched, carried
+    }
+    assert {"six", "attrs", "packaging", "pip"} <= set(streamed), vault_toml
+    python = workspace.venv.python
+    dists = [
+        d for d in list_installed(workspace.venv.site_packages) if d.canonical_name in streamed
+    ]
+    written = build_vault(
+        dists,
+        mode="all",
+        out_dir=tmp_path / "vault",
+        python=python,
+        scheme=scheme_paths(python),
+        download=False,
+        pip_cache=tmp_path / "no-pip-cache",
+    )
+    assert {w.name.lower() for w in written.wheels} == set(streamed)
+    pylock = (packed_all / "env" / "pylock.toml").read_text()
+    for wheel in written.wheels:
+        in_bundle = (packed_all / "env" / "wheels" / wheel.filename).read_bytes()
+        assert in_bundle == (tmp_path / "vault" / wheel.filename).read_bytes()
+        digest = hashlib.sha256(in_bundle).hexdigest()
+        assert streamed[wheel.name.lower()]["sha256"] == digest == wheel.sha256
+        assert digest in pylock
+
+
 def test_requirements_lock_pins_everything_portably(packed: Packed) -> None:
     text = (packed.tree / "env" / "requirements.lock").read_text()
     facts = json.loads((packed.tree / "env" / "environment.json").read_text())

@@ -337,7 +337,7 @@ def test_patched_file_is_refused_unless_pristine_given(
             rebuild_wheel(dist, tmp_path / "out", scheme=scheme)
         assert caught.value.files == ("vaultdemo/__init__.py",)
         assert "vaultdemo/__init__.py" in str(caught.value)
-        assert not list((tmp_path / "out").iterdir()), "no partial wheel left behind"
+        assert not list((tmp_path / "out").glob("*")), "no partial wheel left behind"
 
         def pristine(path: str) -> bytes | None:
             return original if path == "vaultdemo/__init__.py" else None

@@ -15,6 +15,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -69,9 +70,10 @@ from repro.snapshot.reproduce import (
 )
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.toolwheels import tool_wheels
-from repro.snapshot.vault import VaultReport, build_vault
+from repro.snapshot.vault import VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
+from repro.snapshot.zipstream import ZipPlan
 
 WheelsMode = Literal["auto", "all", "none"]
 Progress = Callable[[str], None]
@@ -133,14 +135,28 @@ class PackResult:
         }
 
 
+@dataclass(frozen=True)
+class _Streamed:
+    """A vault wheel whose sha256 is known before it is written: a rebuilt wheel's plan
+    (streamed from the installed files), or a wheel file (checked against the digest)."""
+
+    plan: ZipPlan | None
+    size: int
+    sha256: str
+    path: Path | None = None
+
+
+Content = Path | bytes | _Streamed
+
+
 @dataclass
 class _Members:
-    """Bundle-relative path -> a file to stream or bytes to write."""
+    """Bundle-relative path -> a file to stream, bytes to write or a planned wheel."""
 
-    items: dict[str, Path | bytes] = field(default_factory=dict)
+    items: dict[str, Content] = field(default_factory=dict)
     executable: set[str] = field(default_factory=set)
 
-    def add(self, rel: str, content: Path | bytes, *, executable: bool = False) -> None:
+    def add(self, rel: str, content: Content, *, executable: bool = False) -> None:
         if rel in self.items:
             raise InputError(f"two inputs would land at {rel} in the bundle")
         self.items[rel] = content
@@ -388,12 +404,36 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
     members = _Members()
     cache_dir = options.cache_dir or default_cache_dir()
 
-    with tempfile.TemporaryDirectory(prefix="repro-pack-") as temp_name:
+    with (
+        tempfile.TemporaryDirectory(prefix="repro-pack-") as temp_name,
+        ThreadPoolExecutor(max_workers=3, thread_name_prefix="pack-") as background,
+    ):
         temp = Path(temp_name)
+        # Three runs of the target interpreter go on while the files are hashed.
         say("freezing the pinned stack")
-        freeze = pip_freeze(python, facts)
+        freeze_job = background.submit(pip_freeze, python, facts)
+        tags_job = background.submit(target_tags, python)
+        scheme_job = background.submit(scheme_paths, python)
         pins = pins_from_facts(facts)
         indexes = read_index_config(Path(facts.python.prefix), source=source)
+
+        site = Path(facts.python.purelib)
+        dists = list_installed(site)
+        if Path(facts.python.platlib) != site:
+            dists += list_installed(Path(facts.python.platlib))
+        vault_dir = temp / "wheels"
+        tags = tags_job.result() if options.wheels != "none" or options.check_index else None
+        selection = select_vault(
+            dists,
+            mode=options.wheels,
+            work_dir=vault_dir,
+            indexes=_indexes_list(indexes),
+            check_index=options.check_index,
+            python=python,
+            tags=tags,
+            find_links=_local_find_links(indexes),
+            download=options.download,
+        )
 
         say("scanning installed files against RECORD")
         scan = scan_environment(
@@ -401,6 +441,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             packages=config.patches.packages or None,
             ignore=config.patches.ignore,
             jobs=options.jobs,
+            crc_for=selection.rebuilt,
         )
         workspace = []
         if config.patches.workspace is not None:
@@ -417,28 +458,26 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             workspace=workspace,
         )
         warnings += patch_warnings
-
-        say(f"building the wheel vault (--wheels {options.wheels})")
-        site = Path(facts.python.purelib)
-        dists = list_installed(site)
-        if Path(facts.python.platlib) != site:
-            dists += list_installed(Path(facts.python.platlib))
-        vault_dir = temp / "wheels"
-        vault_dir.mkdir()
         carriers = _vault_pristine(scan, found_pristine)
-        vault = build_vault(
-            dists,
-            mode=options.wheels,
-            out_dir=vault_dir,
-            indexes=_indexes_list(indexes),
-            check_index=options.check_index,
+
+        say(f"planning the wheel vault (--wheels {options.wheels})")
+        scheme = scheme_job.result()
+        vault_plan = plan_vault(
+            selection,
+            work_dir=vault_dir,
             python=python,
-            scheme=scheme_paths(python),
-            tags=target_tags(python),
+            tags=tags,
+            scheme=scheme,
             pristine=carriers,
-            find_links=_local_find_links(indexes),
-            download=options.download,
             jobs=options.jobs,
+            digests=scan.digests,
+        )
+        say(f"hashing {len(vault_plan.entries)} vault wheel(s)")
+        vault_digests = hash_vault(vault_plan.entries, jobs=options.jobs)
+        vault = VaultReport(
+            [e.wheel(d) for e, d in zip(vault_plan.entries, vault_digests, strict=True)],
+            vault_plan.warnings,
+            vault_plan.index,
         )
         warnings += vault.warnings
         for dist_name, carrier in sorted(carriers.items()):
@@ -470,12 +509,18 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
                 wheel_refs[dist_name] = [
                     WheelRef(f.filename, f.sha256, url=f.url) for f in files if f.sha256
                 ]
-        for wheel in vault.wheels:
-            members.add(f"env/wheels/{wheel.filename}", vault_dir / wheel.filename)
+        for entry, wheel in zip(vault_plan.entries, vault.wheels, strict=True):
+            content: Path | _Streamed
+            if entry.plan is not None:
+                content = _Streamed(entry.plan.zip, entry.plan.size, wheel.sha256)
+            else:
+                assert entry.path is not None
+                content = _Streamed(None, entry.size, wheel.sha256, entry.path)
+            members.add(f"env/wheels/{wheel.filename}", content)
             wheel_refs.setdefault(wheel.name, []).append(
                 WheelRef(wheel.filename, wheel.sha256, path=f"wheels/{wheel.filename}")
             )
-        members.add("env/pip-freeze.txt", freeze.text.encode())
+        members.add("env/pip-freeze.txt", freeze_job.result().text.encode())
         members.add(
             "env/requirements.lock",
             render_requirements_lock(pins, indexes, hashes=hashes or None).encode(),
@@ -701,12 +746,27 @@ def _stream_members(
             executable = rel in members.executable
             if isinstance(content, Path):
                 writer.add_file(rel, content, executable=executable or None)
+            elif isinstance(content, _Streamed):
+                _add_streamed(writer, rel, content)
             else:
                 writer.add_bytes(rel, content, executable=executable)
         manifest = format_manifest(writer.digests.items())
         writer.add_bytes(MANIFEST_NAME, manifest)
         if sign is not None:
             writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
+
+
+def _add_streamed(writer: DeterministicTarWriter, rel: str, content: _Streamed) -> None:
+    if content.plan is not None:
+        writer.add_stream(rel, content.size, content.plan.iter_bytes(), digest=content.sha256)
+        return
+    assert content.path is not None
+    if writer.add_file(rel, content.path) != content.sha256:
+        raise InputError(
+            f"{content.path} changed while it was packed (its sha256 is not the one "
+            "recorded in the lock files)",
+            hint="stop whatever writes to it and pack again",
+        )
 
 
 def _write_bundle(

@@ -12,12 +12,12 @@ import errno
 import fnmatch
 import hashlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from repro.hashing import ProgressCallback, hash_files
+from repro.hashing import HashResult, ProgressCallback, hash_files
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, read_record
 
@@ -53,6 +53,8 @@ class ScanReport:
     unreadable: tuple[UnreadableFile, ...]
     ambiguous_added: tuple[str, ...] = field(default=())  # added in a shared namespace dir
     site_dirs: Mapping[str, str] = field(default_factory=dict)  # dist name -> its site dir
+    digests: Mapping[str, HashResult] = field(default_factory=dict, repr=False)
+    """What the scan read, by normalised absolute path: the wheel rebuild reuses it."""
 
     @property
     def clean(self) -> bool:
@@ -108,8 +110,13 @@ def scan_environment(
     ignore: Sequence[str] = (),
     jobs: int | None = None,
     on_progress: ProgressCallback | None = None,
+    crc_for: Collection[str] = (),
 ) -> ScanReport:
-    """Find every modified, added and deleted file of the selected distributions."""
+    """Find every modified, added and deleted file of the selected distributions.
+
+    Files of the distributions named in `crc_for` (normalised names) also get their
+    CRC-32 in the same read: the pack rebuilds their wheels from these digests.
+    """
     dists, skipped = select_distributions(facts, packages)
     # string paths here: a venv has ~100k RECORD rows and pathlib costs more than hashing
     owned: dict[str, _Owned] = {}
@@ -136,7 +143,11 @@ def scan_environment(
                 top_dirs.setdefault(os.path.join(dist.site_dir, top), dist)
 
     paths = sorted(owned)
-    hashed = hash_files([Path(p) for p in paths], jobs=jobs, on_progress=on_progress)
+    crc_names = {normalize_name(n) for n in crc_for}
+    with_crc = {Path(p) for p, o in owned.items() if o.dist.normalized_name in crc_names}
+    hashed = hash_files(
+        [Path(p) for p in paths], jobs=jobs, on_progress=on_progress, crc32=with_crc
+    )
     missing = os.strerror(errno.ENOENT)
     results = [r for r in hashed if not (r.digest is None and r.error == missing)]
     patched: list[PatchedFile] = []
@@ -192,6 +203,7 @@ def scan_environment(
         unreadable=tuple(unreadable),
         ambiguous_added=tuple(sorted(ambiguous)),
         site_dirs={d.name: d.site_dir for d in dists},
+        digests={str(r.path): r for r in hashed if r.digest is not None},
     )
 
 

@@ -58,12 +58,16 @@ def _editable_source(dist: InstalledDist) -> Path | None:
 
 
 def _source_digest(source: Path) -> str:
+    """A key of an editable install's source: only what goes into its wheel is walked
+    (not the checkout's .git, .venv or tests)."""
     digest = hashlib.sha256()
-    for path in sorted(source.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and ".venv" not in path.parts:
+    paths = [source / "pyproject.toml"]
+    for top in ("repro", "bundle_templates"):
+        paths += (source / top).rglob("*")
+    for path in sorted(paths):
+        if path.is_file() and "__pycache__" not in path.parts:
             rel = path.relative_to(source).as_posix()
-            if rel.startswith(("repro/", "bundle_templates/")) or rel == "pyproject.toml":
-                digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+            digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -45,11 +45,13 @@ from repro.snapshot.installed import InstalledDist, SchemePaths, read_record
 from repro.snapshot.wheelbuild import (
     EXCLUDED_DIST_INFO,
     BuiltWheel,
+    DigestTable,
     PristineSource,
     VaultError,
+    WheelPlan,
     build_from_source,
     iter_wheel_record,
-    rebuild_wheel,
+    plan_wheel,
 )
 
 WheelsMode = Literal["auto", "all", "none"]
@@ -276,6 +278,202 @@ def pip_download(
     ) + pip_download(python, requirements[half:], dest, indexes=indexes, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class VaultSelection:
+    """Which distributions go into the vault and where each wheel comes from: an existing
+    wheel file (original or downloaded), or a build (`to_build`)."""
+
+    mode: WheelsMode
+    reasons: Mapping[str, list[str]]
+    selected: list[InstalledDist]
+    obtained: Mapping[str, tuple[Path, WheelSource]]
+    to_build: list[InstalledDist]
+    warnings: list[str]
+    index: IndexReport | None
+
+    @property
+    def rebuilt(self) -> frozenset[str]:
+        """Canonical names of the distributions whose wheels are rebuilt from their files."""
+        return frozenset(d.canonical_name for d in self.to_build if not d.editable)
+
+
+@dataclass(frozen=True)
+class VaultEntry:
+    """One wheel of the vault before it is written: a file, or a rebuilt wheel's plan."""
+
+    name: str
+    version: str
+    filename: str
+    reason: str
+    source: WheelSource
+    path: Path | None = None
+    plan: WheelPlan | None = None
+
+    @property
+    def size(self) -> int:
+        if self.plan is not None:
+            return self.plan.size
+        assert self.path is not None
+        return self.path.stat().st_size
+
+    def sha256(self) -> str:
+        if self.plan is not None:
+            return self.plan.zip.sha256()
+        assert self.path is not None
+        return sha256_file(self.path)
+
+    def wheel(self, sha256: str) -> VaultWheel:
+        return VaultWheel(self.name, self.version, self.filename, sha256, self.reason, self.source)
+
+
+@dataclass(frozen=True)
+class VaultPlan:
+    entries: list[VaultEntry]
+    warnings: list[str]
+    index: IndexReport | None
+
+
+def select_vault(
+    dists: Sequence[InstalledDist],
+    *,
+    mode: WheelsMode,
+    work_dir: Path,
+    indexes: Sequence[str] = (),
+    check_index: bool = False,
+    python: Path | None = None,
+    tags: Sequence[Tag] | None = None,
+    find_links: Sequence[Path] = (),
+    pip_cache: Path | None = None,
+    download: bool = True,
+    session: requests.Session | None = None,
+) -> VaultSelection:
+    """Decide, without building anything, where each vaulted distribution's wheel comes from.
+
+    Original wheels at hand are used where they lie; downloads land in `work_dir`.
+    """
+    report: IndexReport | None = None
+    warnings: list[str] = []
+    if check_index and indexes:
+        if tags is None:
+            if python is None:
+                raise VaultError("--check-index needs the target interpreter to know its tags")
+            tags = target_tags(python)
+        pins = [(d.name, d.version) for d in dists if not d.editable]
+        report = _check(pins, indexes, tags, session)
+        warnings += report.errors
+    reasons = {d.canonical_name: vault_reasons(d, report) for d in dists}
+    if mode == "none":
+        for dist in dists:
+            if reasons[dist.canonical_name]:
+                warnings.append(
+                    f"{dist.name} {dist.version}: {'; '.join(reasons[dist.canonical_name])}: "
+                    "the target will not be able to install it (--wheels none)"
+                )
+        return VaultSelection(mode, reasons, [], {}, [], warnings, report)
+    selected = [d for d in dists if mode == "all" or reasons[d.canonical_name]]
+    originals = _local_wheels(find_links, recursive=False)
+    cache = pip_cache if pip_cache is not None else default_pip_cache()
+    cached = _local_wheels([cache / "wheels"], recursive=True) if selected else {}
+
+    obtained: dict[str, tuple[Path, WheelSource]] = {}
+    for dist in selected:
+        candidate = _original_at_hand(dist, originals, cached)
+        if candidate is not None:
+            obtained[dist.canonical_name] = (candidate.path, "original")
+
+    if download:
+        wanted = [
+            d
+            for d in selected
+            if d.canonical_name not in obtained and not reasons[d.canonical_name] and not d.editable
+        ]
+        if wanted:
+            work_dir.mkdir(parents=True, exist_ok=True)
+        obtained.update(
+            _fetch_from_indexes(wanted, work_dir, indexes, report, python, session, warnings)
+        )
+    to_build = [d for d in selected if d.canonical_name not in obtained]
+    return VaultSelection(mode, reasons, selected, obtained, to_build, warnings, report)
+
+
+def plan_vault(
+    selection: VaultSelection,
+    *,
+    work_dir: Path,
+    python: Path | None = None,
+    tags: Sequence[Tag] | None = None,
+    scheme: SchemePaths | None = None,
+    pristine: Mapping[str, PristineSource] | None = None,
+    source_date_epoch: int | None = None,
+    jobs: int | None = None,
+    digests: DigestTable | None = None,
+) -> VaultPlan:
+    """Plan every rebuilt wheel (from the scan's `digests` where it has them) and build
+    the editable ones from source into `work_dir`. Nothing is written for a rebuilt wheel:
+    its plan is written, or streamed into the bundle, later."""
+    warnings = list(selection.warnings)
+
+    def build_one(dist: InstalledDist) -> VaultEntry | VaultError:
+        reason = "; ".join(selection.reasons[dist.canonical_name]) or "--wheels all"
+        try:
+            if dist.editable:
+                built = _build_editable(dist, work_dir, python, scheme, source_date_epoch)
+                return VaultEntry(
+                    dist.name, dist.version, built.filename, reason, "built-from-source", built.path
+                )
+            plan = plan_wheel(
+                dist,
+                scheme=scheme,
+                pristine=(pristine or {}).get(dist.canonical_name),
+                fallback_tags=list(tags or ()),
+                source_date_epoch=source_date_epoch,
+                digests=digests,
+            )
+        except VaultError as exc:
+            return exc
+        if plan.unverified:
+            warnings.append(
+                f"{dist.name}: RECORD lists no hash for {', '.join(plan.unverified)}; "
+                "copied into the rebuilt wheel unverified"
+            )
+        return VaultEntry(dist.name, dist.version, plan.filename, reason, "rebuilt", plan=plan)
+
+    with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
+        results = list(pool.map(build_one, selection.to_build))
+    failures = [r for r in results if isinstance(r, VaultError)]
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise VaultError(
+            f"{len(failures)} distributions cannot be put into the vault:\n"
+            + "\n".join(str(f) for f in failures)
+        )
+    built = {e.name: e for e in results if isinstance(e, VaultEntry)}
+    entries: list[VaultEntry] = []
+    for dist in selection.selected:
+        if dist.canonical_name in selection.obtained:
+            path, source = selection.obtained[dist.canonical_name]
+            reason = "; ".join(selection.reasons[dist.canonical_name]) or "--wheels all"
+            entries.append(VaultEntry(dist.name, dist.version, path.name, reason, source, path))
+        else:
+            entries.append(built[dist.name])
+    entries.sort(key=lambda e: e.filename)
+    return VaultPlan(entries, sorted(set(warnings), key=warnings.index), selection.index)
+
+
+def hash_vault(entries: Sequence[VaultEntry], *, jobs: int | None = None) -> list[str]:
+    """The sha256 of every entry's wheel, in parallel, largest first (a rebuilt wheel is
+    read from the files it is planned from; the page cache usually still holds them)."""
+    order = sorted(range(len(entries)), key=lambda i: entries[i].size, reverse=True)
+    digests: dict[int, str] = {}
+    with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
+        for index, digest in zip(
+            order, pool.map(lambda i: entries[i].sha256(), order), strict=True
+        ):
+            digests[index] = digest
+    return [digests[i] for i in range(len(entries))]
+
+
 def build_vault(
     dists: Sequence[InstalledDist],
     *,
@@ -301,87 +499,52 @@ def build_vault(
     not be able to install. `python` is the target interpreter (for its tags, pip and
     editable builds). `pristine` maps a canonical distribution name to a callback giving
     pristine bytes of its patched files. `download=False` keeps everything offline.
+    (`repro pack` runs the same steps but streams the wheels into the bundle instead.)
     """
-    report: IndexReport | None = None
-    warnings: list[str] = []
-    if check_index and indexes:
-        if tags is None:
-            if python is None:
-                raise VaultError("--check-index needs the target interpreter to know its tags")
-            tags = target_tags(python)
-        pins = [(d.name, d.version) for d in dists if not d.editable]
-        report = _check(pins, indexes, tags, session)
-        warnings += report.errors
-    reasons = {d.canonical_name: vault_reasons(d, report) for d in dists}
-    if mode == "none":
-        for dist in dists:
-            if reasons[dist.canonical_name]:
-                warnings.append(
-                    f"{dist.name} {dist.version}: {'; '.join(reasons[dist.canonical_name])}: "
-                    "the target will not be able to install it (--wheels none)"
-                )
-        return VaultReport([], warnings, report)
-    selected = [d for d in dists if mode == "all" or reasons[d.canonical_name]]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    originals = _local_wheels(find_links, recursive=False)
-    cache = pip_cache if pip_cache is not None else default_pip_cache()
-    cached = _local_wheels([cache / "wheels"], recursive=True)
+    selection = select_vault(
+        dists,
+        mode=mode,
+        work_dir=out_dir,
+        indexes=indexes,
+        check_index=check_index,
+        python=python,
+        tags=tags,
+        find_links=find_links,
+        pip_cache=pip_cache,
+        download=download,
+        session=session,
+    )
+    if mode != "none":
+        out_dir.mkdir(parents=True, exist_ok=True)
+    plan = plan_vault(
+        selection,
+        work_dir=out_dir,
+        python=python,
+        tags=tags,
+        scheme=scheme,
+        pristine=pristine,
+        source_date_epoch=source_date_epoch,
+        jobs=jobs,
+    )
+    wheels = [_materialize(entry, out_dir) for entry in plan.entries]
+    return VaultReport(wheels, plan.warnings, plan.index)
 
-    obtained: dict[str, tuple[Path, str, WheelSource]] = {}
-    for dist in selected:
-        candidate = _original_at_hand(dist, originals, cached)
-        if candidate is not None:
-            path, sha = _copy_into(candidate.path, out_dir)
-            obtained[dist.canonical_name] = (path, sha, "original")
 
-    if download:
-        wanted = [
-            d
-            for d in selected
-            if d.canonical_name not in obtained and not reasons[d.canonical_name] and not d.editable
-        ]
-        obtained.update(
-            _fetch_from_indexes(wanted, out_dir, indexes, report, python, session, warnings)
-        )
-
-    to_build = [d for d in selected if d.canonical_name not in obtained]
-
-    def build_one(dist: InstalledDist) -> tuple[BuiltWheel, WheelSource] | VaultError:
+def _materialize(entry: VaultEntry, out_dir: Path) -> VaultWheel:
+    target = out_dir / entry.filename
+    if entry.plan is not None:
+        fd, tmp_name = tempfile.mkstemp(prefix=".rebuild-", suffix=".whl", dir=out_dir)
+        os.close(fd)
+        tmp = Path(tmp_name)
         try:
-            return _build(dist, out_dir, python, scheme, pristine, tags, source_date_epoch)
-        except VaultError as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
-        results = list(pool.map(build_one, to_build))
-    failures = [r for r in results if isinstance(r, VaultError)]
-    if len(failures) == 1:
-        raise failures[0]
-    if failures:
-        raise VaultError(
-            f"{len(failures)} distributions cannot be put into the vault:\n"
-            + "\n".join(str(f) for f in failures)
-        )
-    built_all = {
-        d.canonical_name: r
-        for d, r in zip(to_build, results, strict=True)
-        if not isinstance(r, VaultError)
-    }
-    wheels: list[VaultWheel] = []
-    for dist in selected:
-        reason = "; ".join(reasons[dist.canonical_name]) or "--wheels all"
-        if dist.canonical_name in obtained:
-            path, sha, source = obtained[dist.canonical_name]
-        else:
-            built, source = built_all[dist.canonical_name]
-            path, sha = built.path, built.sha256
-            if built.unverified:
-                warnings.append(
-                    f"{dist.name}: RECORD lists no hash for {', '.join(built.unverified)}; "
-                    "copied into the rebuilt wheel unverified"
-                )
-        wheels.append(VaultWheel(dist.name, dist.version, path.name, sha, reason, source))
-    return VaultReport(sorted(wheels, key=lambda w: w.filename), warnings, report)
+            digest = entry.plan.zip.write(tmp)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return entry.wheel(digest)
+    assert entry.path is not None
+    _path, digest = _copy_into(entry.path, out_dir)
+    return entry.wheel(digest)
 
 
 def _check(
@@ -423,9 +586,9 @@ def _fetch_from_indexes(
     python: Path | None,
     session: requests.Session | None,
     warnings: list[str],
-) -> dict[str, tuple[Path, str, WheelSource]]:
+) -> dict[str, tuple[Path, WheelSource]]:
     """Download the original wheels of index-served dists; keep those matching the install."""
-    fetched: dict[str, tuple[Path, str, WheelSource]] = {}
+    fetched: dict[str, tuple[Path, WheelSource]] = {}
     if not dists:
         return fetched
     with tempfile.TemporaryDirectory(prefix=".download-", dir=out_dir) as tmp:
@@ -458,7 +621,7 @@ def _fetch_from_indexes(
                 if wheel_matches_install(path, dist):
                     target = out_dir / path.name
                     os.replace(path, target)
-                    fetched[dist.canonical_name] = (target, sha256_file(target), "downloaded")
+                    fetched[dist.canonical_name] = (target, "downloaded")
                     break
             else:
                 if key in downloaded:
@@ -469,31 +632,19 @@ def _fetch_from_indexes(
     return fetched
 
 
-def _build(
+def _build_editable(
     dist: InstalledDist,
     out_dir: Path,
     python: Path | None,
     scheme: SchemePaths | None,
-    pristine: Mapping[str, PristineSource] | None,
-    tags: Sequence[Tag] | None,
     source_date_epoch: int | None,
-) -> tuple[BuiltWheel, WheelSource]:
-    if dist.editable:
-        source = _file_url_path(dist.direct_url_str or "")
-        if source is None:
-            raise VaultError(f"{dist.dist_info}: editable install without a file:// source")
-        interpreter = (
-            python
-            or (scheme or SchemePaths.for_venv_site_packages(dist.site_packages)).scripts / "python"
-        )
-        built = build_from_source(source, interpreter, out_dir, source_date_epoch=source_date_epoch)
-        return built, "built-from-source"
-    built = rebuild_wheel(
-        dist,
-        out_dir,
-        scheme=scheme,
-        pristine=(pristine or {}).get(dist.canonical_name),
-        fallback_tags=list(tags or ()),
-        source_date_epoch=source_date_epoch,
+) -> BuiltWheel:
+    source = _file_url_path(dist.direct_url_str or "")
+    if source is None:
+        raise VaultError(f"{dist.dist_info}: editable install without a file:// source")
+    interpreter = (
+        python
+        or (scheme or SchemePaths.for_venv_site_packages(dist.site_packages)).scripts / "python"
     )
-    return built, "rebuilt"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return build_from_source(source, interpreter, out_dir, source_date_epoch=source_date_epoch)

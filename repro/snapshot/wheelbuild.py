@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
@@ -42,7 +42,7 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
 
 from repro.errors import EXIT_INVALID, ReproError
-from repro.hashing import CHUNK_SIZE
+from repro.hashing import CHUNK_SIZE, HashResult, file_digest
 from repro.snapshot.installed import (
     InstalledDist,
     SchemePaths,
@@ -50,6 +50,7 @@ from repro.snapshot.installed import (
     read_record,
 )
 from repro.snapshot.record import RecordEntry
+from repro.snapshot.zipstream import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
 """Given a path as RECORD lists it, return the file's pristine bytes, or None."""
@@ -296,6 +297,26 @@ def _member_order(arcname: str, dist_info: str) -> tuple[int, str]:
     return (1 if arcname.startswith(dist_info + "/") else 0, arcname)
 
 
+@dataclass(frozen=True)
+class WheelPlan:
+    """A rebuilt wheel before it is written: its name and every byte it will hold."""
+
+    name: str
+    version: str
+    filename: str
+    zip: ZipPlan
+    unverified: tuple[str, ...] = ()
+    """Files that RECORD lists without a hash: copied, but not verified."""
+
+    @property
+    def size(self) -> int:
+        return self.zip.size
+
+
+DigestTable = Mapping[str, HashResult]
+"""Digests a scan already took, by normalised absolute path (with CRC-32 where taken)."""
+
+
 def rebuild_wheel(
     dist: InstalledDist,
     out_dir: Path,
@@ -305,13 +326,44 @@ def rebuild_wheel(
     fallback_tags: Sequence[Tag] = (),
     source_date_epoch: int | None = None,
 ) -> BuiltWheel:
-    """Rebuild `dist`'s wheel from its installed files into `out_dir`.
+    """Rebuild `dist`'s wheel from its installed files into `out_dir` (see plan_wheel)."""
+    plan = plan_wheel(
+        dist,
+        scheme=scheme,
+        pristine=pristine,
+        fallback_tags=fallback_tags,
+        source_date_epoch=source_date_epoch,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / plan.filename
+    fd, tmp_name = tempfile.mkstemp(prefix=".rebuild-", suffix=".whl", dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        digest = plan.zip.write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return BuiltWheel(target, digest, plan.unverified)
+
+
+def plan_wheel(
+    dist: InstalledDist,
+    *,
+    scheme: SchemePaths | None = None,
+    pristine: PristineSource | None = None,
+    fallback_tags: Sequence[Tag] = (),
+    source_date_epoch: int | None = None,
+    digests: DigestTable | None = None,
+) -> WheelPlan:
+    """Plan `dist`'s wheel from its installed files, each checked against RECORD.
 
     `scheme` says where the environment keeps scripts, headers and data (defaults to the
     POSIX venv layout around `dist.site_packages`). `fallback_tags` are used when the
     installed distribution has no WHEEL file (a pure distribution gets `py3-none-any`).
-    Raises PatchedFilesError naming every file that does not match RECORD and for which
-    `pristine` has no verifying content.
+    `digests` are the scan's digests of the installed files: a file found there with its
+    CRC-32 is not read again until the wheel is written. Raises PatchedFilesError naming
+    every file that does not match RECORD and for which `pristine` has no verifying content.
     """
     scheme = scheme or SchemePaths.for_venv_site_packages(dist.site_packages)
     entries = read_record(dist.dist_info)
@@ -355,100 +407,113 @@ def rebuild_wheel(
     if wheel_arc not in members:
         extra[wheel_arc] = _synthesized_wheel(root_is_purelib, tags, build)
     name, version = read_metadata_name_version(dist.dist_info)
-    filename = wheel_filename(name, version, tags, build)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    date_time = zip_date_time(source_date_epoch)
     ordered = sorted([*members, *extra], key=lambda a: _member_order(a, dist_info_name))
 
-    overrides: dict[str, bytes] = {}
-    bad = _write_wheel(out_dir / filename, ordered, members, extra, overrides, layout, date_time)
-    if bad:
-        unresolved: list[str] = []
-        for member in bad:
-            content = pristine(member.record.path) if pristine is not None else None
-            if content is not None and hashlib.sha256(content).hexdigest() == member.record.sha256:
-                overrides[member.arcname] = content
-            elif isinstance(pristine, CarryPatched) and member.source.is_file():
-                overrides[member.arcname] = member.source.read_bytes()
-                pristine.carried.append(member.record.path)
-            else:
-                unresolved.append(member.record.path)
-        if unresolved:
-            raise PatchedFilesError(name, unresolved, dist.dist_info)
-        bad = _write_wheel(
-            out_dir / filename, ordered, members, extra, overrides, layout, date_time
-        )
-        if bad:  # pragma: no cover - pristine content was verified just above
-            raise PatchedFilesError(name, [m.record.path for m in bad], dist.dist_info)
-    unverified = tuple(sorted(m.record.path for m in members.values() if m.record.sha256 is None))
-    return BuiltWheel(out_dir / filename, _sha256_path(out_dir / filename), unverified)
-
-
-def _sha256_path(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(CHUNK_SIZE), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _zipinfo(
-    arcname: str, date_time: tuple[int, ...], executable: bool, size: int
-) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(arcname, date_time=date_time)  # type: ignore[arg-type]
-    info.create_system = 3
-    info.external_attr = (0o100755 if executable else 0o100644) << 16
-    # Stored, not deflated: a rebuilt wheel is written at disk speed (deflate ran at
-    # ~17 MB/s a core, minutes for a CUDA venv), the bundle can be compressed as a whole
-    # (--compress zst), and installers read stored members as fast as any.
-    info.compress_type = zipfile.ZIP_STORED
-    info.file_size = size
-    return info
-
-
-def _write_wheel(
-    target: Path,
-    ordered: Sequence[str],
-    members: dict[str, _Member],
-    extra: dict[str, bytes],
-    overrides: dict[str, bytes],
-    layout: _Layout,
-    date_time: tuple[int, ...],
-) -> list[_Member]:
-    """Write the wheel through a temporary file; return members that failed to verify."""
+    planned: list[ZipMember] = []
+    written_hashes: list[tuple[str, bytes, int]] = []
     bad: list[_Member] = []
-    record_lines: list[str] = []
-    fd, tmp_name = tempfile.mkstemp(prefix=".rebuild-", suffix=".whl", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        with zipfile.ZipFile(tmp, "w") as archive:
-            for arcname in ordered:
-                if arcname in extra or arcname in overrides:
-                    data = extra.get(arcname, overrides.get(arcname, b""))
-                    member = members.get(arcname)
-                    executable = member is not None and _is_executable(member.source)
-                    if member is not None and member.script:
-                        data = restore_shebang(data, layout.scheme.scripts)
-                    info = _zipinfo(arcname, date_time, executable, len(data))
-                    archive.writestr(info, data)
-                    digest, size = hashlib.sha256(data).digest(), len(data)
-                else:
-                    member = members[arcname]
-                    ok, digest, size = _copy_member(archive, member, layout, date_time)
-                    if not ok:
-                        bad.append(member)
-                record_lines.append(_record_line(arcname, digest, size))
-            record_arc = f"{layout.dist_info}/RECORD"
-            record_lines.append(_record_line(record_arc, None, None))
-            record = ("\n".join(record_lines) + "\n").encode("utf-8")
-            archive.writestr(_zipinfo(record_arc, date_time, False, len(record)), record)
-        if bad:
-            return bad
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return bad
+    for arcname in ordered:
+        if arcname in extra:
+            item = ZipMember.from_bytes(arcname, extra[arcname])
+        else:
+            member = members[arcname]
+            found = _plan_member(member, layout, digests)
+            if found is None:
+                bad.append(member)
+                continue
+            item = found
+        planned.append(item)
+    overrides = _resolve_bad(bad, pristine, name, dist.dist_info)
+    replaced = [_override_member(members[a], d, layout) for a, d in overrides.items() if d]
+    if replaced:
+        planned = sorted(
+            [*planned, *replaced], key=lambda m: _member_order(m.arcname, dist_info_name)
+        )
+    for item in planned:
+        written_hashes.append((item.arcname, _written_sha256(item, digests), item.size))
+    record_arc = f"{dist_info_name}/RECORD"
+    lines = [_record_line(a, d, n) for a, d, n in written_hashes]
+    lines.append(_record_line(record_arc, None, None))
+    record = ("\n".join(lines) + "\n").encode("utf-8")
+    planned.append(ZipMember.from_bytes(record_arc, record))
+    unverified = tuple(sorted(m.record.path for m in members.values() if m.record.sha256 is None))
+    return WheelPlan(
+        name=name,
+        version=version,
+        filename=wheel_filename(name, version, tags, build),
+        zip=ZipPlan(tuple(planned), zip_date_time(source_date_epoch)),
+        unverified=unverified,
+    )
+
+
+def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) -> ZipMember | None:
+    """The member as it goes into the wheel, or None when it does not verify."""
+    expected = member.record.sha256
+    if member.script:
+        try:
+            data = member.source.read_bytes()
+            executable = bool(member.source.stat().st_mode & 0o111)
+        except OSError:
+            return None
+        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+            return None
+        restored = restore_shebang(data, layout.scheme.scripts)
+        return ZipMember.from_bytes(member.arcname, restored, executable=executable)
+    found = digests.get(str(member.source)) if digests is not None else None
+    if found is None or found.crc32 is None:
+        found = file_digest(member.source)
+    if found.digest is None or found.crc32 is None:
+        return None
+    if expected is not None and found.digest != expected:
+        return None
+    return ZipMember(
+        member.arcname,
+        found.size,
+        found.crc32,
+        bool(found.mode & 0o111),
+        source=member.source,
+        mtime_ns=found.mtime_ns,
+        sha256=found.digest,
+    )
+
+
+def _resolve_bad(
+    bad: Sequence[_Member], pristine: PristineSource | None, name: str, dist_info: Path
+) -> dict[str, bytes | None]:
+    """Content for each member that does not match RECORD: pristine bytes that verify,
+    or (CarryPatched) the installed bytes, None for a deleted file the wheel then leaves
+    out; PatchedFilesError for the rest."""
+    overrides: dict[str, bytes | None] = {}
+    unresolved: list[str] = []
+    for member in bad:
+        content = pristine(member.record.path) if pristine is not None else None
+        if content is not None and hashlib.sha256(content).hexdigest() == member.record.sha256:
+            overrides[member.arcname] = content
+        elif isinstance(pristine, CarryPatched) and member.source.is_file():
+            overrides[member.arcname] = member.source.read_bytes()
+            pristine.carried.append(member.record.path)
+        elif isinstance(pristine, CarryPatched) and not member.source.exists():
+            overrides[member.arcname] = None  # deleted by the patch: carried as absent
+            pristine.carried.append(member.record.path)
+        else:
+            unresolved.append(member.record.path)
+    if unresolved:
+        raise PatchedFilesError(name, unresolved, dist_info)
+    return overrides
+
+
+def _override_member(member: _Member, data: bytes, layout: _Layout) -> ZipMember:
+    executable = _is_executable(member.source)
+    if member.script:
+        data = restore_shebang(data, layout.scheme.scripts)
+    return ZipMember.from_bytes(member.arcname, data, executable=executable)
+
+
+def _written_sha256(item: ZipMember, digests: DigestTable | None) -> bytes:
+    if item.data is not None:
+        return hashlib.sha256(item.data).digest()
+    assert item.sha256 is not None
+    return bytes.fromhex(item.sha256)
 
 
 def _record_line(arcname: str, digest: bytes | None, size: int | None) -> str:
@@ -465,38 +530,26 @@ def _is_executable(path: Path) -> bool:
         return False
 
 
-def _copy_member(
-    archive: zipfile.ZipFile,
-    member: _Member,
-    layout: _Layout,
-    date_time: tuple[int, ...],
-) -> tuple[bool, bytes, int]:
-    """Copy one installed file into the wheel, hashing what was read against RECORD."""
-    try:
-        stat = member.source.stat()
-    except OSError:
-        return False, b"", 0
-    executable = bool(stat.st_mode & 0o111)
-    installed_hash = hashlib.sha256()
-    if member.script:
-        data = member.source.read_bytes()
-        installed_hash.update(data)
-        data = restore_shebang(data, layout.scheme.scripts)
-        archive.writestr(_zipinfo(member.arcname, date_time, executable, len(data)), data)
-        written = hashlib.sha256(data).digest()
-        size = len(data)
-    else:
-        info = _zipinfo(member.arcname, date_time, executable, stat.st_size)
-        size = 0
-        with open(member.source, "rb") as source, archive.open(info, "w") as sink:
-            for chunk in iter(lambda: source.read(CHUNK_SIZE), b""):
-                installed_hash.update(chunk)
-                sink.write(chunk)
-                size += len(chunk)
-        written = installed_hash.digest()
-    expected = member.record.sha256
-    ok = expected is None or installed_hash.hexdigest() == expected
-    return ok, written, size
+def _sha256_path(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(CHUNK_SIZE), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _zipinfo(
+    arcname: str, date_time: tuple[int, ...], executable: bool, size: int
+) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(arcname, date_time=date_time)  # type: ignore[arg-type]
+    info.create_system = 3
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    # Stored, not deflated: a wheel is written at disk speed (deflate ran at ~17 MB/s a
+    # core, minutes for a CUDA venv), the bundle can be compressed as a whole (--compress
+    # zst), and installers read stored members as fast as any.
+    info.compress_type = zipfile.ZIP_STORED
+    info.file_size = size
+    return info
 
 
 def iter_wheel_record(path: Path) -> Iterator[RecordEntry]:

@@ -1,0 +1,100 @@
+"""The planned stored ZIP that rebuilt wheels are streamed as: read back by Python's
+zipfile and Info-ZIP's unzip, byte counts known ahead, ZIP64 where fields overflow."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from repro.errors import InputError
+from repro.snapshot import zipstream
+from repro.snapshot.zipstream import ZipMember, ZipPlan
+
+DATE = (2024, 5, 17, 13, 45, 30)
+
+
+def _plan(tmp_path: Path) -> tuple[ZipPlan, dict[str, bytes]]:
+    big = tmp_path / "big.so"
+    big.write_bytes(os.urandom(3 << 20))
+    big.chmod(0o755)
+    info = big.stat()
+    content = {
+        "pkg/__init__.py": b"VALUE = 1\n",
+        "pkg/big.so": big.read_bytes(),
+        "pkg/n\u00e4me.txt": b"non-ascii name\n",
+        "pkg-1.0.dist-info/RECORD": b"",
+    }
+    members = (
+        ZipMember.from_bytes("pkg/__init__.py", content["pkg/__init__.py"]),
+        ZipMember(
+            "pkg/big.so",
+            info.st_size,
+            zlib.crc32(content["pkg/big.so"]),
+            True,
+            source=big,
+            mtime_ns=info.st_mtime_ns,
+        ),
+        ZipMember.from_bytes("pkg/n\u00e4me.txt", content["pkg/n\u00e4me.txt"]),
+        ZipMember.from_bytes("pkg-1.0.dist-info/RECORD", b""),
+    )
+    return ZipPlan(members, DATE), content
+
+
+def _check_readers(path: Path, content: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() is None
+        assert [i.filename for i in archive.infolist()] == list(content)
+        for info in archive.infolist():
+            assert archive.read(info) == content[info.filename]
+            assert info.compress_type == zipfile.ZIP_STORED
+            assert info.date_time == DATE
+        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in archive.infolist()}
+    assert modes["pkg/big.so"] == 0o755
+    assert modes["pkg/__init__.py"] == 0o644
+    unzip = subprocess.run(["unzip", "-tq", str(path)], capture_output=True, text=True)
+    assert unzip.returncode == 0, unzip.stdout + unzip.stderr
+
+
+def test_planned_size_digest_and_bytes_agree(tmp_path: Path) -> None:
+    plan, content = _plan(tmp_path)
+    target = tmp_path / "pkg-1.0-py3-none-any.whl"
+    written = plan.write(target)
+    data = target.read_bytes()
+    assert len(data) == plan.size
+    assert written == plan.sha256() == hashlib.sha256(data).hexdigest()
+    assert b"".join(plan.iter_bytes()) == data
+    _check_readers(target, content)
+
+
+def test_zip64_fields_where_sizes_offsets_and_counts_overflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real ZIP64 needs 4 GiB; the thresholds are lowered so every ZIP64 path is taken
+    (member sizes, local header offsets, the central directory's count and offset)."""
+    monkeypatch.setattr(zipstream, "ZIP64_SIZE", 1000)
+    monkeypatch.setattr(zipstream, "ZIP64_COUNT", 2)
+    plan, content = _plan(tmp_path)
+    target = tmp_path / "z64.whl"
+    plan.write(target)
+    data = target.read_bytes()
+    assert len(data) == plan.size
+    assert b"PK\x06\x06" in data and b"PK\x06\x07" in data  # ZIP64 end record and locator
+    _check_readers(target, content)
+
+
+def test_a_file_changed_after_planning_stops_the_stream(tmp_path: Path) -> None:
+    plan, _ = _plan(tmp_path)
+    source = tmp_path / "big.so"
+    source.write_bytes(source.read_bytes()[:-1] + b"\0")  # same size, new mtime
+    os.utime(source, ns=(1, 1))
+    with pytest.raises(InputError, match="changed while it was packed"):
+        b"".join(plan.iter_bytes())
+    source.write_bytes(b"short")
+    with pytest.raises(InputError, match=r"big\.so changed"):
+        plan.sha256()
