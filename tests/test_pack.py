@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -366,6 +367,14 @@ def test_streamed_vault_wheels_equal_the_written_ones_and_their_records(
         if w["source"] == "rebuilt" and w["name"] != "idna"  # idna: patched, carried
     }
     assert {"six", "attrs", "packaging", "pip"} <= set(streamed), vault_toml
+    # no pristine idna at hand: its wheel carries the patches (core.py edited, codec.py gone)
+    (idna_wheel,) = (packed_all / "env" / "wheels").glob("idna-*.whl")
+    with zipfile.ZipFile(idna_wheel) as wheel:
+        names = wheel.namelist()
+        record = wheel.read(next(n for n in names if n.endswith("RECORD"))).decode()
+        core = wheel.read("idna/core.py")
+    assert "idna/codec.py" not in names and "idna/codec.py" not in record
+    assert core == (workspace.venv.site_packages / "idna" / "core.py").read_bytes()
     python = workspace.venv.python
     dists = [
         d for d in list_installed(workspace.venv.site_packages) if d.canonical_name in streamed
@@ -619,8 +628,12 @@ def test_a_failed_pack_leaves_nothing_behind(
     (wheel,) = base.glob("*.whl")
     pip(venv, "install", "-q", "--no-deps", str(wheel))
     wheel.unlink()
-    (venv.site_packages / "broken_pkg" / "data.txt").unlink()
+    # its RECORD claims a file outside the environment: no wheel can hold it
+    (record,) = venv.site_packages.glob("repro_broken-*.dist-info/RECORD")
+    with record.open("a") as stream:
+        stream.write("../../../../../../../../../../etc/hostname,,\n")
     out = tmp_path / "out"
     out.mkdir()
-    message = _refused(pack(str(root), "-o", f"{out}/", "--version", "1"), "data.txt", code=1)
+    message = _refused(pack(str(root), "-o", f"{out}/", "--version", "1"), "outside", code=1)
+    assert "etc/hostname" in message
     assert list(out.iterdir()) == [], message
