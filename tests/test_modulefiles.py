@@ -181,7 +181,7 @@ def test_arch_lists_sort_by_number_then_suffix() -> None:
 
 def _document(modules: list[dict[str, Any]]) -> dict[str, Any]:
     facts = probe_environment(Path(sys.executable), imports=False)
-    document = json.loads(facts.to_json())
+    document: dict[str, Any] = json.loads(facts.to_json())
     document["modules"] = modules
     return document
 
