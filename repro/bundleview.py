@@ -27,7 +27,8 @@ from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
 from repro.manifest import MANIFEST_NAME, CheckReport, compare_digests, parse_manifest, scan_tree
 from repro.patchset import PatchEntry, PatchSet, load_patchset
-from repro.snapshot.environment import EnvironmentFacts, facts_from_dict, probe_environment
+from repro.snapshot.environment import EnvironmentFacts, facts_from_dict
+from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.pack import source_info
 from repro.snapshot.scan import scan_environment
 
@@ -280,10 +281,13 @@ def load_vault(data: bytes, *, source: str) -> tuple[VaultEntry, ...]:
 # --- a live environment -----------------------------------------------------------------------
 
 
-def load_environment(python: Path, *, jobs: int | None = None) -> BundleView:
-    """A view of the environment of `python` (an interpreter or a venv directory)."""
+def load_environment(
+    python: Path, *, jobs: int | None = None, import_modules: bool = False
+) -> BundleView:
+    """A view of the environment of `python` (an interpreter or a venv directory); its key
+    modules read from files, or imported in it with `import_modules` (as pack does)."""
     interpreter = python / "bin" / "python" if python.is_dir() else python
-    facts = probe_environment(interpreter)
+    facts = probe_target(interpreter, import_modules=import_modules)
     scan = scan_environment(facts, jobs=jobs)
     entries: list[PatchEntry] = []
     contents: dict[str, bytes] = {}

@@ -28,6 +28,7 @@ class BundleSection:
 class EnvSection:
     venv: Path | None = None
     python: Path | None = None
+    import_modules: bool = False  # pack imports torch & co. in the target (default: files)
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,13 @@ class _Checker:
         self.problem(f"{key}.{name}", f"must be a list of strings, not {_kind(value)}")
         return ()
 
+    def boolean(self, data: Mapping[str, Any], key: str, name: str) -> bool:
+        value = data.get(name, False)
+        if isinstance(value, bool):
+            return value
+        self.problem(f"{key}.{name}", f"must be true or false, not {_kind(value)}")
+        return False
+
     def number(self, data: Mapping[str, Any], key: str, name: str, default: float) -> float:
         value = data.get(name, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -188,7 +196,7 @@ def _kind(value: object) -> str:
 
 SECTIONS: dict[str, set[str] | None] = {
     "bundle": {"name", "version"},
-    "env": {"python", "venv"},
+    "env": {"python", "venv", "import_modules"},
     "patches": {"packages", "ignore", "pristine", "workspace"},
     "services": {"units", "system"},
     "models": None,  # any key: a model name
@@ -249,7 +257,8 @@ def _env(check: _Checker, table: dict[str, Any]) -> EnvSection:
     python = check.path(check.string(table, "env", "python"), "env.python", directory=False)
     if "venv" in table and "python" in table:
         check.problem("env", "give venv or python, not both")
-    return EnvSection(venv=venv, python=python)
+    import_modules = check.boolean(table, "env", "import_modules")
+    return EnvSection(venv=venv, python=python, import_modules=import_modules)
 
 
 def _patches(check: _Checker, table: dict[str, Any]) -> PatchesSection:

@@ -20,6 +20,8 @@ from repro.diffapply import count_diff_lines
 from repro.errors import InputError
 from repro.hashing import CHUNK_SIZE
 from repro.manifest import MANIFEST_NAME, parse_manifest
+from repro.snapshot.environment import EnvironmentFacts, ModuleProbe
+from repro.snapshot.modulefiles import probed_by_import
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class InspectReport:
     units: tuple[str, ...]
     unit_files: tuple[str, ...]  # EnvironmentFile= files carried beside the units
     files: tuple[tuple[str, int], ...]  # files/ members and their sizes
+    # how pack learnt about torch & co.: "import"ed them, read their "files", None: no record
+    modules_probed: ModuleProbe | None = None
 
     @property
     def verified(self) -> bool:
@@ -77,6 +81,7 @@ class InspectReport:
             "format_version": info.format_version if info else None,
             "source": asdict(view.origin),
             "distributions": self.distributions,
+            "modules_probed": self.modules_probed,
             "vault": [asdict(w) for w in self.vault],
             "patches": [{k: v for k, v in asdict(p).items() if k != "diff"} for p in self.patches],
             "units": list(self.units),
@@ -127,7 +132,14 @@ def inspect_view(view: BundleView) -> InspectReport:
         units=units,
         unit_files=unit_files,
         files=files,
+        modules_probed=_modules_probed(view.facts),
     )
+
+
+def _modules_probed(facts: EnvironmentFacts | None) -> ModuleProbe | None:
+    if facts is None or not facts.modules:
+        return None
+    return "import" if probed_by_import(facts) else "files"
 
 
 def inspect_bundle(target: str) -> InspectReport:

@@ -29,6 +29,7 @@ version = "1.2.0"
 
 [env]
 venv = "venv"
+import_modules = true
 
 [patches]
 packages = ["sglang", "flashinfer-python"]
@@ -67,6 +68,7 @@ def test_a_full_config_loads(tmp_path: Path) -> None:
     assert config.path == source / CONFIG_NAME
     assert (config.bundle.name, config.bundle.version) == ("dflash", "1.2.0")
     assert config.env.venv == source / "venv"
+    assert config.env.import_modules is True
     assert config.patches.packages == ("sglang", "flashinfer-python")
     assert config.patches.workspace is not None
     assert config.patches.workspace.map == {
@@ -88,6 +90,7 @@ def test_a_full_config_loads(tmp_path: Path) -> None:
 def test_no_config_gives_defaults(tmp_path: Path) -> None:
     config = load_config(tmp_path)
     assert config.path is None and config.patches.packages == ()
+    assert config.env.import_modules is False
 
 
 BAD = """
@@ -100,6 +103,7 @@ colour = "red"
 
 [env]
 venv = "missing-venv"
+import_modules = "yes"
 
 [patches]
 packages = "sglang"
@@ -127,6 +131,7 @@ def test_every_problem_is_reported_at_once_with_file_and_key(tmp_path: Path) -> 
         "bundle.name: must be a string, not an integer",
         "bundle.colour: unknown key",
         "env.venv: path 'missing-venv' does not exist",
+        "env.import_modules: must be true or false, not a string",
         "patches.packages: must be a list of strings, not a string",
         "files.include: 'nothing/\\*.md' matches no file",
         "ladder.timeout: must be a positive number, not 'soon'",
@@ -134,7 +139,7 @@ def test_every_problem_is_reported_at_once_with_file_and_key(tmp_path: Path) -> 
         "models.drafter: must be a path string, not an integer",
     ):
         assert re.search(path + ": " + expected, message), expected
-    assert "9 problem(s)" in message
+    assert "10 problem(s)" in message
     assert caught.value.exit_code == 2
 
 

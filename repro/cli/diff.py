@@ -12,6 +12,7 @@ from repro.bundlediff import DiffReport, FactChange, TextChange, diff_views
 from repro.bundleview import load_bundle, load_environment
 from repro.cli._common import echo_json
 from repro.errors import EXIT_INVALID, EXIT_OK
+from repro.snapshot.modulefiles import probed_by_import
 
 
 @click.command("diff")
@@ -24,8 +25,19 @@ from repro.errors import EXIT_INVALID, EXIT_OK
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--jobs", type=click.IntRange(min=1), help="Hashing threads for --python.")
+@click.option(
+    "--import-modules/--no-import-modules",
+    default=None,
+    help="With --python: import torch & co. in the live environment, or read them from "
+    "files (default: the way bundle A was packed).",
+)
 def diff_command(
-    a: str, b: str | None, python: Path | None, as_json: bool, jobs: int | None
+    a: str,
+    b: str | None,
+    python: Path | None,
+    as_json: bool,
+    jobs: int | None,
+    import_modules: bool | None,
 ) -> int:
     """Compare bundle A with bundle B (archives, '-' or directories), or with --python.
 
@@ -40,7 +52,9 @@ def diff_command(
         raise click.UsageError("only one of A and B can be '-'")
     view_a = load_bundle(a)
     if python is not None:
-        view_b = load_environment(python, jobs=jobs)
+        if import_modules is None:  # like for like: probe the way A's facts were gathered
+            import_modules = probed_by_import(view_a.facts)
+        view_b = load_environment(python, jobs=jobs, import_modules=import_modules)
     else:
         assert b is not None  # one of them, checked above
         view_b = load_bundle(b)

@@ -81,6 +81,8 @@ def _render(console: Console, report: InspectReport) -> None:
     torch = source.torch or "not installed"
     if source.torch_cuda:
         torch += f", CUDA {source.torch_cuda}"
+    if report.modules_probed is not None:
+        torch += " (read from files)" if report.modules_probed == "files" else " (imported)"
     row("torch", torch)
     row("arch list", " ".join(source.torch_arch_list) or "none")
     row("distributions", str(report.distributions))

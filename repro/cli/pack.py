@@ -50,6 +50,13 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
     type=click.Path(path_type=Path),
     help="Private SSH key: sign MANIFEST.sha256 (ssh-keygen -Y sign, namespace repro-bundle).",
 )
+@click.option(
+    "--import-modules/--no-import-modules",
+    default=None,
+    help="Import torch, sglang, vllm... in the target for runtime facts (CUDA devices, "
+    "torch.cuda.get_arch_list()); default: read them from installed files, import nothing "
+    "(repro.toml [env] import_modules).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 def pack_command(
     source: Path,
@@ -65,6 +72,7 @@ def pack_command(
     jobs: int | None,
     offline: bool,
     sign: Path | None,
+    import_modules: bool | None,
     as_json: bool,
 ) -> int:
     """Snapshot SOURCE (a workspace with a venv) into <name>-<version>.tar."""
@@ -87,6 +95,7 @@ def pack_command(
         jobs=jobs,
         download=not offline,
         sign=sign,
+        import_modules=import_modules,
     )
     result = pack(options, progress=lambda message: console.print(f"[dim]pack:[/] {message}"))
     if as_json:

@@ -1,10 +1,11 @@
 """Report facts about the interpreter that runs this script, as one JSON document on stdout.
 
-Run by the TARGET environment's own python (`python -I environment.py`), never imported by
-repro. Standard library only; must work on any Python >= 3.8. Every section is gathered on
-its own, so one failure is reported in "errors" instead of losing the whole document. Key
-modules (torch, sglang, ...) are imported in child processes with a timeout, so a broken or
-slow import cannot hang or kill the probe.
+Run by the TARGET environment's own python (`python -I environment.py`); repro imports it
+only for its constants (KEY_MODULES). Standard library only; must work on any Python >= 3.8.
+Every section is gathered on its own, so one failure is reported in "errors" instead of
+losing the whole document. Key modules (torch, sglang, ...) are imported in child processes
+with a timeout, so a broken or slow import cannot hang or kill the probe; `--no-imports`
+leaves them out (repro then reads them from files: repro/snapshot/modulefiles.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from repro.errors import ProbeError, UsageError
 
@@ -85,9 +85,17 @@ class TorchFacts:
     error: str | None = None
 
 
+ModuleProbe = Literal["files", "import"]
+MODULE_PROBES: tuple[ModuleProbe, ...] = ("files", "import")
+
+
 @dataclass(frozen=True)
 class ModuleFacts:
-    """A key module's runtime `__version__` next to its distribution's metadata version."""
+    """A key module's `__version__` next to its distribution's metadata version.
+
+    `probed` says how: "import" (imported in the target: runtime version, CUDA availability,
+    devices, torch's own arch list) or "files" (read from installed files, nothing imported:
+    torch's version.py and the architectures of libtorch_cuda.so's kernels)."""
 
     module: str
     distribution: str | None
@@ -96,6 +104,7 @@ class ModuleFacts:
     file: str | None
     error: str | None
     torch: TorchFacts | None = None
+    probed: ModuleProbe = "import"
 
 
 @dataclass(frozen=True)
@@ -315,8 +324,11 @@ def _module(m: Mapping[str, Any]) -> ModuleFacts:
                 )
                 for d in t.get("devices") or ()
             ),
-            error=t.get("cuda_error") or t.get("arch_list_error"),
+            error=t.get("cuda_error") or t.get("arch_list_error") or t.get("error"),
         )
+    probed = m.get("probed", "import")  # documents before files-only probing: imported
+    if probed not in MODULE_PROBES:
+        raise ValueError(f"module {m.get('module')!r}: probed {probed!r}, expected files or import")
     return ModuleFacts(
         module=m["module"],
         distribution=m.get("distribution"),
@@ -325,6 +337,7 @@ def _module(m: Mapping[str, Any]) -> ModuleFacts:
         file=m.get("file"),
         error=m.get("error"),
         torch=torch,
+        probed=probed,
     )
 
 

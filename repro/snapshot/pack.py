@@ -46,7 +46,7 @@ from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name
 from repro.signing import SIGNATURE_NAME, find_ssh_keygen, sign_manifest
 from repro.snapshot import services as unit_capture
-from repro.snapshot.environment import EnvironmentFacts, find_interpreter, probe_environment
+from repro.snapshot.environment import EnvironmentFacts, find_interpreter
 from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
@@ -60,6 +60,7 @@ from repro.snapshot.lock import (
     requires_python_of,
 )
 from repro.snapshot.models import ModelReference, describe_model
+from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.patchcollect import CollectedPatch, collect_patches
 from repro.snapshot.pristine import PristineCache, default_pip_cache
 from repro.snapshot.reproduce import (
@@ -101,6 +102,9 @@ class PackOptions:
     tool_wheels: bool = True
     cache_dir: Path | None = None
     sign: Path | None = None  # private key: sign MANIFEST.sha256 with ssh-keygen -Y sign
+    # import torch & co. in the target (runtime facts, devices); None: repro.toml's
+    # [env] import_modules, default False: read the key modules from their files
+    import_modules: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -392,8 +396,11 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         find_ssh_keygen()  # refuse before the long part, not after it
     config = load_config(source)
     python = find_interpreter(source, options.python or config.env.python or _venv_python(config))
-    say(f"probing {python}")
-    facts = probe_environment(python)
+    import_modules = (
+        config.env.import_modules if options.import_modules is None else options.import_modules
+    )
+    say(f"probing {python}" + (" (importing the key modules)" if import_modules else ""))
+    facts = probe_target(python, import_modules=import_modules)
     compression = _compression(options)
     name = bundle_name(options, config)
     version = options.version or config.bundle.version or next_version(_output_dir(options), name)
@@ -674,7 +681,13 @@ def _reproduce_facts(
         + (f" built for CUDA {source.torch_cuda}" if source.torch_cuda else ""),
     ]
     if source.torch_arch_list:
-        environment.append(f"torch arch list: {', '.join(source.torch_arch_list)}")
+        torch = next((m for m in facts.modules if m.module == "torch"), None)
+        how = (
+            "kernels in torch/lib/libtorch_cuda.so"
+            if torch is not None and torch.probed == "files"
+            else "torch.cuda.get_arch_list()"
+        )
+        environment.append(f"torch arch list ({how}): {', '.join(source.torch_arch_list)}")
     if facts.cuda_toolkit.nvcc_version:
         environment.append(f"nvcc {facts.cuda_toolkit.nvcc_version}")
     summaries = []
