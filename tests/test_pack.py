@@ -369,10 +369,10 @@ def test_streamed_vault_wheels_equal_the_written_ones_and_their_records(
     assert {"six", "attrs", "packaging", "pip"} <= set(streamed), vault_toml
     # no pristine idna at hand: its wheel carries the patches (core.py edited, codec.py gone)
     (idna_wheel,) = (packed_all / "env" / "wheels").glob("idna-*.whl")
-    with zipfile.ZipFile(idna_wheel) as wheel:
-        names = wheel.namelist()
-        record = wheel.read(next(n for n in names if n.endswith("RECORD"))).decode()
-        core = wheel.read("idna/core.py")
+    with zipfile.ZipFile(idna_wheel) as idna_zip:
+        names = idna_zip.namelist()
+        record = idna_zip.read(next(n for n in names if n.endswith("RECORD"))).decode()
+        core = idna_zip.read("idna/core.py")
     assert "idna/codec.py" not in names and "idna/codec.py" not in record
     assert core == (workspace.venv.site_packages / "idna" / "core.py").read_bytes()
     python = workspace.venv.python
