@@ -15,6 +15,7 @@ with the central directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -166,7 +167,10 @@ class ZipPlan:
     members: tuple[ZipMember, ...]
     date_time: tuple[int, int, int, int, int, int]
 
+    @functools.cached_property
     def _layout(self) -> tuple[list[bytes], bytes]:
+        """Every local header and the tail (central directory, end records): computed
+        once, as size, digest and stream all need them."""
         date, time = dos_date_time(self.date_time)
         locals_: list[bytes] = []
         central: list[bytes] = []
@@ -181,12 +185,12 @@ class ZipPlan:
 
     @property
     def size(self) -> int:
-        locals_, tail = self._layout()
+        locals_, tail = self._layout
         return sum(len(h) for h in locals_) + sum(m.size for m in self.members) + len(tail)
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The archive's bytes, in pieces; a file that changed since it was planned stops it."""
-        locals_, tail = self._layout()
+        locals_, tail = self._layout
         for header, member in zip(locals_, self.members, strict=True):
             yield header
             if member.data is not None:
