@@ -419,8 +419,12 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         # Three runs of the target interpreter go on while the files are hashed.
         say("freezing the pinned stack")
         freeze_job = background.submit(pip_freeze, python, facts)
-        tags_job = background.submit(target_tags, python)
-        scheme_job = background.submit(scheme_paths, python)
+        # tags and install scheme only matter when wheels are vaulted or indexes asked
+        vaulting = options.wheels != "none"
+        tags_job = (
+            background.submit(target_tags, python) if vaulting or options.check_index else None
+        )
+        scheme_job = background.submit(scheme_paths, python) if vaulting else None
         pins = pins_from_facts(facts)
         indexes = read_index_config(Path(facts.python.prefix), source=source)
 
@@ -429,7 +433,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         if Path(facts.python.platlib) != site:
             dists += list_installed(Path(facts.python.platlib))
         vault_dir = temp / "wheels"
-        tags = tags_job.result() if options.wheels != "none" or options.check_index else None
+        tags = tags_job.result() if tags_job is not None else None
         selection = select_vault(
             dists,
             mode=options.wheels,
@@ -468,7 +472,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         carriers = _vault_pristine(scan, found_pristine)
 
         say(f"planning the wheel vault (--wheels {options.wheels})")
-        scheme = scheme_job.result()
+        scheme = scheme_job.result() if scheme_job is not None else None
         vault_plan = plan_vault(
             selection,
             work_dir=vault_dir,
