@@ -50,9 +50,12 @@ def cache_root() -> Path:
 
 
 def find_python(version: str) -> Path:
-    """An interpreter of the given ``X.Y`` version: pyenv's first, then PATH."""
+    """An interpreter of the given ``X.Y`` version: pyenv's first, then PATH.
+
+    The running one is named by its base interpreter, not by the venv it runs in, so
+    cache keys do not change with the checkout's path (a CI clone shares the cache)."""
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
-        return Path(sys.executable)
+        return Path(getattr(sys, "_base_executable", sys.executable)).resolve()
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
     for candidate in sorted((pyenv_root / "versions").glob(f"{version}.*/bin/python")):
         return candidate

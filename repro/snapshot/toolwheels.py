@@ -9,9 +9,11 @@ content so repeated packs do not rebuild them.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
 import sysconfig
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -85,6 +87,7 @@ def tool_wheels(cache_root: Path, *, source_date_epoch: int) -> list[Path]:
             key.update(_source_digest(source).encode())
     cache = cache_root / key.hexdigest()[:24]
     if (cache / ".complete").exists():
+        os.utime(cache)
         return sorted(cache.glob("*.whl"))
     staging = cache.with_name(cache.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -100,4 +103,22 @@ def tool_wheels(cache_root: Path, *, source_date_epoch: int) -> list[Path]:
     (staging / ".complete").write_text("")
     shutil.rmtree(cache, ignore_errors=True)
     staging.rename(cache)
+    prune_tool_wheel_cache(cache_root, keep=KEEP_TOOL_WHEEL_SETS)
     return sorted(cache.glob("*.whl"))
+
+
+KEEP_TOOL_WHEEL_SETS = 4
+
+
+def prune_tool_wheel_cache(cache_root: Path, *, keep: int) -> list[Path]:
+    """Remove all but the ``keep`` most recently used wheel sets (each source edit or
+    SOURCE_DATE_EPOCH makes a new one of ~40 MB); returns what was removed.  Staging
+    directories are left alone unless a day old (a pack may be filling one now)."""
+    complete = [d for d in cache_root.iterdir() if (d / ".complete").exists()]
+    complete.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    stale = complete[keep:]
+    day_ago = time.time() - 86400
+    stale += [d for d in cache_root.glob("*.partial") if d.is_dir() and d.stat().st_mtime < day_ago]
+    for directory in stale:
+        shutil.rmtree(directory, ignore_errors=True)
+    return stale
