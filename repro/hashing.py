@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
+import threading
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -30,7 +31,7 @@ ProgressCallback = Callable[[int], None]
 class HashResult:
     """The digest of one file, or why it could not be read."""
 
-    path: Path
+    path: str  # as given (a str: a Path per file costs the hashing threads, measured)
     digest: str | None
     size: int
     error: str | None = None
@@ -70,21 +71,31 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _hash_one(path: Path, crc: bool = False) -> HashResult:
+def _hash_one(path: Path | str, crc: bool = False) -> HashResult:
+    # os-level calls, not open(): a venv is mostly small files, and each io object and
+    # extra fstat is a GIL hand-off that two hashing threads queue on (bench/, issue 8)
     try:
-        with open(path, "rb", buffering=0) as stream:
-            info = os.fstat(stream.fileno())
-            if info.st_size <= CHUNK_SIZE:
-                # Most files of a venv are small: read each whole (to its end, even if
-                # it grew) instead of zero-filling a chunk buffer per file.
-                data = stream.readall()
-                digest, size = hashlib.sha256(data).hexdigest(), len(data)
-                checksum = zlib.crc32(data) if crc else None
-            else:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return HashResult(os.fspath(path), None, 0, exc.strerror or str(exc))
+    try:
+        info = os.fstat(fd)
+        if info.st_size <= CHUNK_SIZE:
+            # Most files of a venv are small: one read of the whole file (to its end,
+            # even if it grew since the fstat).
+            data = os.read(fd, info.st_size + 1)
+            if len(data) > info.st_size:
+                data += b"".join(iter(lambda: os.read(fd, CHUNK_SIZE), b""))
+            digest, size = hashlib.sha256(data).hexdigest(), len(data)
+            checksum = zlib.crc32(data) if crc else None
+        else:
+            with open(fd, "rb", buffering=0, closefd=False) as stream:
                 digest, size, checksum = _hash_stream_crc(stream, crc)
     except OSError as exc:
-        return HashResult(path, None, 0, exc.strerror or str(exc))
-    return HashResult(path, digest, size, None, checksum, info.st_mtime_ns, info.st_mode)
+        return HashResult(os.fspath(path), None, 0, exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+    return HashResult(os.fspath(path), digest, size, None, checksum, info.st_mtime_ns, info.st_mode)
 
 
 def _hash_stream_crc(stream: BinaryIO, crc: bool) -> tuple[str, int, int | None]:
@@ -115,32 +126,110 @@ def _hash_batch(paths: Sequence[Path], crc: AbstractSet[Path] | bool) -> list[Ha
     return [_hash_one(path, crc is True or (crc is not False and path in crc)) for path in paths]
 
 
-def _batches(paths: Sequence[Path]) -> Iterator[list[Path]]:
-    """Tasks for the pool: each large file alone, largest first, then small files batched
-    in path order. Largest first: one large file started last would keep one thread
-    hashing after the others ran out of work (a bundle's wheels, a venv's .so files)."""
-    large: list[tuple[int, Path]] = []
-    batch: list[Path] = []
-    batch_bytes = 0
-    small: list[list[Path]] = []
-    for path in paths:
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = 0
+# (priority, sequence, files with their crc flag); None is a worker's stop mark
+_Task = tuple[int, int, list[tuple[str, bool]] | None]
+
+
+class HashPipeline:
+    """Hash files while their list is still being made.
+
+    `submit` hands a file to a pool of worker threads at once; the caller goes on finding
+    the next ones (reading RECORDs, walking directories) while the pool hashes. The pool
+    takes the largest work first: each file of `BATCH_BYTES` or more is a task of its own,
+    smaller files are batched up to `BATCH_BYTES` or `BATCH_FILES`, and a priority queue
+    hands out the biggest task waiting, so a large file found last does not keep one thread
+    hashing after the others ran out of work. Sizes are the caller's hints (RECORD sizes,
+    a stat); a wrong hint only changes the order.
+
+    Use as a context manager; `finish` returns the results. Leaving the block without
+    `finish` (an error while finding files) cancels the tasks not yet started.
+    """
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self._queue: queue.PriorityQueue[_Task] = queue.PriorityQueue()
+        self._done: queue.SimpleQueue[list[tuple[str, HashResult]] | BaseException] = (
+            queue.SimpleQueue()
+        )
+        self._batch: list[tuple[str, bool]] = []
+        self._batch_bytes = 0
+        self._sequence = 0
+        self._tasks = 0
+        self._cancelled = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"repro-hash-{index}", daemon=True)
+            for index in range(max(1, jobs or default_jobs()))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def __enter__(self) -> HashPipeline:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def submit(self, path: str, size: int, crc32: bool = False) -> None:
+        """Queue `path` (expected to be `size` bytes; CRC-32 too when `crc32`)."""
         if size >= BATCH_BYTES:
-            large.append((size, path))
-            continue
-        batch.append(path)
-        batch_bytes += size
-        if batch_bytes >= BATCH_BYTES or len(batch) >= BATCH_FILES:
-            small.append(batch)
-            batch, batch_bytes = [], 0
-    if batch:
-        small.append(batch)
-    large.sort(key=lambda item: item[0], reverse=True)
-    yield from ([path] for _, path in large)
-    yield from small
+            self._put([(path, crc32)], size)
+            return
+        self._batch.append((path, crc32))
+        self._batch_bytes += size
+        if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_FILES:
+            self._flush()
+
+    def finish(self, on_progress: ProgressCallback | None = None) -> dict[str, HashResult]:
+        """Wait for every submitted file; results by the path as submitted. `on_progress`
+        gets each file's byte count, in the calling thread, as tasks complete."""
+        self._flush()
+        results: dict[str, HashResult] = {}
+        try:
+            for _ in range(self._tasks):
+                done = self._done.get()
+                if isinstance(done, BaseException):
+                    raise done
+                for path, result in done:
+                    results[path] = result
+                    if on_progress is not None:
+                        on_progress(result.size)
+        finally:
+            self.close()
+        return results
+
+    def close(self) -> None:
+        """Cancel what has not started, stop the workers and wait for them."""
+        if not self._threads:
+            return
+        self._cancelled.set()
+        for _ in self._threads:
+            self._put(None, -1)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._put(self._batch, self._batch_bytes)
+            self._batch, self._batch_bytes = [], 0
+
+    def _put(self, items: list[tuple[str, bool]] | None, size: int) -> None:
+        self._sequence += 1
+        if items is not None:
+            self._tasks += 1
+        # smallest first out: the largest task (most negative) first, the stop marks last
+        self._queue.put((-size if items is not None else 1, self._sequence, items))
+
+    def _work(self) -> None:
+        while True:
+            _, _, items = self._queue.get()
+            if items is None:
+                return
+            if self._cancelled.is_set():
+                continue
+            try:
+                self._done.put([(path, _hash_one(path, crc)) for path, crc in items])
+            except BaseException as exc:  # handed to the waiting thread, raised there
+                self._done.put(exc)
 
 
 def hash_files(
@@ -149,27 +238,38 @@ def hash_files(
     jobs: int | None = None,
     on_progress: ProgressCallback | None = None,
     crc32: AbstractSet[Path] | bool = False,
+    sizes: Sequence[int] | None = None,
 ) -> list[HashResult]:
     """Hash many files in parallel; results come back in the order of `paths`.
+
+    `sizes` (the expected size of each path, from a manifest or RECORD) spares a stat
+    per file for scheduling.
 
     `on_progress` is called with the byte count of each finished file, from the
     calling thread. `crc32` (True, or the paths that need it) also computes each
     file's CRC-32 in the same read.
     """
     workers = jobs or default_jobs()
-    results: dict[Path, HashResult] = {}
     if workers <= 1:
+        results: list[HashResult] = []
         for path in paths:
             result = _hash_one(path, crc32 is True or (crc32 is not False and path in crc32))
-            results[path] = result
+            results.append(result)
             if on_progress is not None:
                 on_progress(result.size)
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            tasks = pool.map(lambda batch: _hash_batch(batch, crc32), _batches(paths))
-            for batch_results in tasks:
-                for result in batch_results:
-                    results[result.path] = result
-                    if on_progress is not None:
-                        on_progress(result.size)
-    return [results[path] for path in paths]
+        return results
+    with HashPipeline(workers) as pipeline:
+        for index, path in enumerate(paths):
+            size = sizes[index] if sizes is not None else _size_hint(path)
+            pipeline.submit(
+                str(path), size, crc32 is True or (crc32 is not False and path in crc32)
+            )
+        by_path = pipeline.finish(on_progress)
+    return [by_path[str(path)] for path in paths]
+
+
+def _size_hint(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -134,22 +134,6 @@ def test_every_command_loads_under_its_name() -> None:
         assert cli.get_command(context, name) is command
 
 
-def test_large_files_are_hashed_first(tmp_path: Path) -> None:
-    """The pool gets each large file alone, largest first, then the small ones batched."""
-    from repro.hashing import BATCH_BYTES, _batches, hash_files, sha256_file
-
-    sizes = {"a.bin": BATCH_BYTES, "b.py": 10, "c.bin": BATCH_BYTES + 4096, "d.py": 20}
-    paths = []
-    for name, size in sizes.items():
-        path = tmp_path / name
-        path.write_bytes(name.encode()[:1] * size)
-        paths.append(path)
-    assert list(_batches(paths)) == [[paths[2]], [paths[0]], [paths[1], paths[3]]]
-    results = hash_files(paths, jobs=2)
-    assert [r.path for r in results] == paths
-    assert [r.digest for r in results] == [sha256_file(p) for p in paths]
-
-
 def test_scan_probe_imports_nothing_from_the_target(tmp_path: Path) -> None:
     """`repro scan` probes without importing the target's key modules (torch: seconds and
     ~600 MB RSS, seen by bench/ on the full environment); pack reads them from files

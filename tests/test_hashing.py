@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -20,10 +23,10 @@ def test_hash_files_matches_hashlib_in_order(tmp_path: Path, jobs: int) -> None:
     paths.append(missing)
     seen: list[int] = []
     results = hashing.hash_files(paths, jobs=jobs, on_progress=seen.append)
-    assert [r.path for r in results] == paths
+    assert [r.path for r in results] == [str(p) for p in paths]
     for result in results[:-1]:
-        assert result.digest == hashlib.sha256(result.path.read_bytes()).hexdigest()
-        assert result.size == result.path.stat().st_size
+        assert result.digest == hashlib.sha256(Path(result.path).read_bytes()).hexdigest()
+        assert result.size == Path(result.path).stat().st_size
     assert results[-1].digest is None
     assert results[-1].error is not None
     assert sum(seen) == sum(p.stat().st_size for p in paths[:-1])
@@ -59,3 +62,88 @@ def test_hash_files_crc32_for_the_paths_asked(tmp_path: Path, jobs: int) -> None
     assert only_large[1].crc32 == both[1].crc32
     assert hashing.hash_files([small], jobs=jobs)[0].crc32 is None
     assert hashing.file_digest(large).crc32 == both[1].crc32
+
+
+def _gate(tmp_path: Path, after: threading.Event | None = None) -> tuple[Path, threading.Thread]:
+    """A named pipe: a worker that opens it waits until the writer thread is started
+    (and, with `after`, until that event is set)."""
+    fifo = tmp_path / "gate"
+    os.mkfifo(fifo)
+
+    def release() -> None:
+        if after is not None:
+            after.wait()
+        with fifo.open("wb") as writer:
+            writer.write(b"open")
+
+    return fifo, threading.Thread(target=release)
+
+
+def test_pipeline_hashes_the_largest_waiting_task_first(tmp_path: Path) -> None:
+    """One worker held on a named pipe while files are submitted smallest first: once
+    released it takes the large files largest first, then the batch of small ones."""
+    fifo, release = _gate(tmp_path)
+    big = hashing.BATCH_BYTES
+    sizes = {"s1.py": 10, "l1.bin": big, "s2.py": 20, "l2.bin": big + 4096, "l3.bin": big + 1}
+    order: list[int] = []
+    with hashing.HashPipeline(jobs=1) as pipeline:
+        pipeline.submit(str(fifo), 1 << 40)  # the worker takes this first and waits
+        for name, size in sizes.items():
+            path = tmp_path / name
+            path.write_bytes(b"x" * size)
+            pipeline.submit(str(path), size)
+        release.start()
+        results = pipeline.finish(on_progress=order.append)
+    release.join()
+    assert order == [4, big + 4096, big + 1, big, 10, 20]
+    for name in sizes:
+        path = tmp_path / name
+        assert results[str(path)].digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert results[str(fifo)].digest == hashlib.sha256(b"open").hexdigest()
+
+
+def test_pipeline_left_without_finish_cancels_what_has_not_started(tmp_path: Path) -> None:
+    """An error while files are still being found: leaving the block stops the workers
+    without hashing the rest of the queue."""
+    pipeline = hashing.HashPipeline(jobs=1)
+    fifo, release = _gate(tmp_path, after=pipeline._cancelled)
+    files = []
+    for index in range(3):
+        path = tmp_path / f"f{index}.bin"
+        path.write_bytes(b"y" * hashing.BATCH_BYTES)
+        files.append(path)
+    with pytest.raises(RuntimeError, match="found a bad RECORD"), pipeline:
+        pipeline.submit(str(fifo), 1 << 40)
+        for path in files:
+            pipeline.submit(str(path), hashing.BATCH_BYTES)
+        release.start()
+        raise RuntimeError("found a bad RECORD")
+    release.join()
+    assert pipeline._done.qsize() <= 1  # the gate only; the queued files were dropped
+    assert not any(t.is_alive() for t in threading.enumerate() if t.name.startswith("repro-hash"))
+
+
+def test_pipeline_reports_unreadable_files_and_computes_crc(tmp_path: Path) -> None:
+    data = os.urandom(3 << 20)
+    present = tmp_path / "data.bin"
+    present.write_bytes(data)
+    with hashing.HashPipeline(jobs=2) as pipeline:
+        pipeline.submit(str(present), len(data), crc32=True)
+        pipeline.submit(str(tmp_path / "gone"), 0)
+        results = pipeline.finish()
+    assert results[str(present)].crc32 == zlib.crc32(data)
+    assert results[str(present)].digest == hashlib.sha256(data).hexdigest()
+    assert results[str(tmp_path / "gone")].digest is None
+    assert "No such file" in (results[str(tmp_path / "gone")].error or "")
+
+
+def test_hash_files_with_size_hints_keeps_the_order_of_paths(tmp_path: Path) -> None:
+    paths = []
+    for index, size in enumerate([hashing.BATCH_BYTES + 1, 5, 0, 70000]):
+        path = tmp_path / f"h{index}"
+        path.write_bytes(bytes([index]) * size)
+        paths.append(path)
+    sizes = [p.stat().st_size for p in paths]
+    results = hashing.hash_files(paths, jobs=2, sizes=sizes)
+    assert [r.path for r in results] == [str(p) for p in paths]
+    assert [r.digest for r in results] == [hashing.sha256_file(p) for p in paths]

@@ -19,14 +19,12 @@ import json
 import os
 import subprocess
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
 from packaging.tags import Tag, compatible_tags, cpython_tags, generic_tags, mac_platforms
 from packaging.utils import (
     InvalidSdistFilename,
@@ -42,6 +40,9 @@ from repro.errors import ProbeError
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 DEFAULT_TIMEOUT = 30.0
+
+if TYPE_CHECKING:  # requests costs ~60 ms at start-up; imported where a page is fetched
+    import requests
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,7 @@ def _project_files(
 ) -> list[IndexFile]:
     page = index.rstrip("/") + "/" + project + "/"
     if page.startswith("file:"):
-        directory = Path(urllib.request.url2pathname(urllib.parse.urlparse(page).path))
+        directory = Path(urllib.parse.unquote(urllib.parse.urlparse(page).path))
         for candidate, kind in (("index.json", "json"), ("index.html", "html")):
             path = directory / candidate
             if path.is_file():
@@ -307,6 +308,8 @@ def check_index(
     (those wheels and any sdist of the version) are recorded with their sha256. Network
     or parse failures are collected in `errors`; a pin no index could confirm is missing.
     """
+    import requests
+
     own_session = session is None
     http = session or requests.Session()
     found: dict[str, list[IndexFile]] = {}
@@ -338,6 +341,8 @@ def check_index(
 def _fetch(
     index: str, project: str, session: requests.Session, timeout: float, errors: list[str]
 ) -> list[IndexFile] | None:
+    import requests
+
     try:
         return _project_files(index, project, session, timeout)
     except _NotListed:

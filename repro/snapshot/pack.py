@@ -70,7 +70,6 @@ from repro.snapshot.reproduce import (
     render_setup_env,
 )
 from repro.snapshot.scan import ScanReport, scan_environment
-from repro.snapshot.toolwheels import tool_wheels
 from repro.snapshot.vault import VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
@@ -589,6 +588,8 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         )
         if options.tool_wheels:
             say("adding repro's own wheels for setup_env.sh")
+            from repro.snapshot.toolwheels import tool_wheels  # importlib.metadata: ~20 ms
+
             for wheel_path in tool_wheels(cache_dir / "tool-wheels", source_date_epoch=epoch):
                 members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
         members.add(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from repro.hashing import HashResult, ProgressCallback, hash_files
+from repro.hashing import HashPipeline, HashResult, ProgressCallback
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, read_record
 
@@ -125,44 +125,62 @@ def scan_environment(
     top_dirs: dict[str, DistributionFacts] = {}
     all_dists = [d for d in facts.distributions if d.metadata_kind == "dist-info" and d.has_record]
     selected_names = {d.normalized_name for d in dists}
-    for dist in all_dists:
-        # every RECORD is read, so a file another distribution lists is never "added"
-        entries = read_record(Path(dist.metadata_dir) / "RECORD")
-        name = dist.normalized_name
-        selected = name in selected_names
-        for entry in entries:
-            absolute = os.path.normpath(os.path.join(dist.site_dir, entry.path))
-            listed.add(absolute)
-            direct_owners.setdefault(os.path.dirname(absolute), set()).add(name)
-            if not selected:
-                continue
-            if entry.sha256 is not None and not is_ignored(entry.path, ignore):
-                owned.setdefault(absolute, _Owned(dist, entry))
-            top = _top_directory(entry.path)
-            if top is not None:
-                top_dirs.setdefault(os.path.join(dist.site_dir, top), dist)
+    crc_names = {normalize_name(n) for n in crc_for}
+    # Files are hashed while the RECORDs are still read and package directories walked:
+    # the pool starts on the first distribution's files, largest first by RECORD size.
+    with HashPipeline(jobs) as pipeline:
+        for dist in all_dists:
+            # every RECORD is read, so a file another distribution lists is never "added"
+            entries = read_record(Path(dist.metadata_dir) / "RECORD")
+            name = dist.normalized_name
+            selected = name in selected_names
+            crc = name in crc_names
+            prefix = os.path.normpath(dist.site_dir) + os.sep
+            for entry in entries:
+                # RECORD paths are normalised: a plain join for all but ../ and absolute ones
+                if entry.path.startswith(("../", "/")) or entry.path == "..":
+                    absolute = os.path.normpath(os.path.join(prefix, entry.path))
+                else:
+                    absolute = prefix + entry.path
+                listed.add(absolute)
+                direct_owners.setdefault(absolute.rpartition(os.sep)[0], set()).add(name)
+                if not selected:
+                    continue
+                if (
+                    entry.sha256 is not None
+                    and absolute not in owned
+                    and not is_ignored(entry.path, ignore)
+                ):
+                    owned[absolute] = _Owned(dist, entry)
+                    pipeline.submit(absolute, entry.size or 0, crc)
+                top = _top_directory(entry.path)
+                if top is not None:
+                    top_dirs.setdefault(prefix + top, dist)
+        candidates, ambiguous = _find_added(top_dirs, listed, direct_owners, selected_names, ignore)
+        for path in candidates:
+            pipeline.submit(path, 0)
+        hashed = pipeline.finish(on_progress)
 
     paths = sorted(owned)
-    crc_names = {normalize_name(n) for n in crc_for}
-    with_crc = {Path(p) for p, o in owned.items() if o.dist.normalized_name in crc_names}
-    hashed = hash_files(
-        [Path(p) for p in paths], jobs=jobs, on_progress=on_progress, crc32=with_crc
-    )
     missing = os.strerror(errno.ENOENT)
-    results = [r for r in hashed if not (r.digest is None and r.error == missing)]
+    results = [
+        hashed[p] for p in paths if not (hashed[p].digest is None and hashed[p].error == missing)
+    ]
     patched: list[PatchedFile] = []
     unreadable: list[UnreadableFile] = []
     checked_bytes = 0
-    scripts_dir = Path(facts.python.scripts)
+    scripts_dir = os.path.normpath(facts.python.scripts)
     for result in results:
-        item = owned[str(result.path)]
+        item = owned[result.path]
         if result.digest is None:
             unreadable.append(UnreadableFile(item.dist.name, item.entry.path, result.error or ""))
             continue
         checked_bytes += result.size
         if result.digest == item.entry.sha256:
             continue
-        if result.path.parent == scripts_dir and _only_shebang_differs(result.path, item, facts):
+        if os.path.dirname(result.path) == scripts_dir and _only_shebang_differs(
+            Path(result.path), item, facts
+        ):
             continue
         patched.append(
             PatchedFile(
@@ -175,7 +193,7 @@ def scan_environment(
                 result.size,
             )
         )
-    present = {str(r.path) for r in results}
+    present = {r.path for r in results}
     for path in paths:
         if path not in present:
             item = owned[path]
@@ -190,9 +208,12 @@ def scan_environment(
                     item.entry.size or 0,
                 )
             )
-    added, ambiguous, added_bytes = _find_added(
-        top_dirs, listed, direct_owners, selected_names, ignore, jobs
-    )
+    added = [
+        PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
+        for path, (dist, relative) in candidates.items()
+        for r in (hashed[path],)
+    ]
+    added_bytes = sum(p.size for p in added)
     patched.extend(added)
     return ScanReport(
         dists_scanned=tuple(d.name for d in dists),
@@ -203,7 +224,7 @@ def scan_environment(
         unreadable=tuple(unreadable),
         ambiguous_added=tuple(sorted(ambiguous)),
         site_dirs={d.name: d.site_dir for d in dists},
-        digests={str(r.path): r for r in hashed if r.digest is not None},
+        digests={path: r for path, r in hashed.items() if r.digest is not None},
     )
 
 
@@ -224,11 +245,12 @@ def _find_added(
     direct_owners: Mapping[str, set[str]],
     selected: set[str],
     ignore: Sequence[str],
-    jobs: int | None,
-) -> tuple[list[PatchedFile], list[str], int]:
+) -> tuple[dict[str, tuple[DistributionFacts, str]], list[str]]:
     """Files under the package directories that no RECORD lists, each given to the one
     distribution that owns the nearest directory holding listed files; files in a directory
-    several distributions share (a namespace root) are reported as ambiguous, not added."""
+    several distributions share (a namespace root) are reported as ambiguous, not added.
+    Returns the candidates (absolute path -> owner and path relative to site-packages)
+    and the ambiguous paths."""
     candidates: dict[str, tuple[DistributionFacts, str]] = {}  # nested top dirs overlap
     ambiguous: list[str] = []
     by_name = {d.normalized_name: d for d in top_dirs.values()}
@@ -237,7 +259,7 @@ def _find_added(
         for root, dirnames, filenames in os.walk(top):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for filename in sorted(filenames):
-                path = os.path.join(root, filename)
+                path = root + os.sep + filename
                 if path in listed or path in candidates:
                     continue
                 relative = os.path.relpath(path, site).replace(os.sep, "/")
@@ -250,13 +272,7 @@ def _find_added(
                 owner = next(iter(owners))
                 if owner in selected and owner in by_name:
                     candidates[path] = (by_name[owner], relative)
-    paths = list(candidates)
-    results = hash_files([Path(p) for p in paths], jobs=jobs)
-    added = [
-        PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
-        for (dist, relative), r in zip(candidates.values(), results, strict=True)
-    ]
-    return added, sorted(set(ambiguous)), sum(r.size for r in results)
+    return candidates, sorted(set(ambiguous))
 
 
 def _nearest_owners(directory: str, site: str, direct_owners: Mapping[str, set[str]]) -> set[str]:

@@ -23,14 +23,12 @@ import shutil
 import subprocess
 import tempfile
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import requests
 from packaging.tags import Tag
 from packaging.utils import (
     InvalidWheelFilename,
@@ -58,6 +56,9 @@ WheelsMode = Literal["auto", "all", "none"]
 WheelSource = Literal["original", "rebuilt", "built-from-source", "downloaded"]
 DOWNLOAD_TIMEOUT = 1800.0
 
+if TYPE_CHECKING:  # requests costs ~60 ms at start-up; imported where a page is fetched
+    import requests
+
 
 @dataclass(frozen=True)
 class VaultWheel:
@@ -82,7 +83,7 @@ def _file_url_path(url: str) -> Path | None:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme != "file":
         return None
-    return Path(urllib.request.url2pathname(parsed.path))
+    return Path(urllib.parse.unquote(parsed.path))
 
 
 def _is_local_version(version: str) -> bool:
@@ -588,6 +589,8 @@ def _fetch_from_indexes(
     warnings: list[str],
 ) -> dict[str, tuple[Path, WheelSource]]:
     """Download the original wheels of index-served dists; keep those matching the install."""
+    import requests
+
     fetched: dict[str, tuple[Path, WheelSource]] = {}
     if not dists:
         return fetched
