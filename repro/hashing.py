@@ -147,9 +147,7 @@ class HashPipeline:
 
     def __init__(self, jobs: int | None = None) -> None:
         self._queue: queue.PriorityQueue[_Task] = queue.PriorityQueue()
-        self._done: queue.SimpleQueue[list[tuple[str, HashResult]] | BaseException] = (
-            queue.SimpleQueue()
-        )
+        self._done: queue.SimpleQueue[list[HashResult] | BaseException] = queue.SimpleQueue()
         self._batch: list[tuple[str, bool]] = []
         self._batch_bytes = 0
         self._sequence = 0
@@ -188,8 +186,8 @@ class HashPipeline:
                 done = self._done.get()
                 if isinstance(done, BaseException):
                     raise done
-                for path, result in done:
-                    results[path] = result
+                for result in done:
+                    results[result.path] = result
                     if on_progress is not None:
                         on_progress(result.size)
         finally:
@@ -227,7 +225,7 @@ class HashPipeline:
             if self._cancelled.is_set():
                 continue
             try:
-                self._done.put([(path, _hash_one(path, crc)) for path, crc in items])
+                self._done.put([_hash_one(path, crc) for path, crc in items])
             except BaseException as exc:  # handed to the waiting thread, raised there
                 self._done.put(exc)
 
