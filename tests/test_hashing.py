@@ -64,25 +64,31 @@ def test_hash_files_crc32_for_the_paths_asked(tmp_path: Path, jobs: int) -> None
     assert hashing.file_digest(large).crc32 == both[1].crc32
 
 
-def _gate(tmp_path: Path, after: threading.Event | None = None) -> tuple[Path, threading.Thread]:
-    """A named pipe: a worker that opens it waits until the writer thread is started
-    (and, with `after`, until that event is set)."""
+def _gate(
+    tmp_path: Path, after: threading.Event | None = None
+) -> tuple[Path, threading.Thread, threading.Event]:
+    """A named pipe as a gate for a hashing worker. The writer thread's blocking open
+    meets the worker's open of the pipe, so `entered` is set only once the worker is
+    inside the gate; it then writes (with `after`, once that event is set) and the worker
+    goes on."""
     fifo = tmp_path / "gate"
     os.mkfifo(fifo)
+    entered = threading.Event()
 
     def release() -> None:
-        if after is not None:
-            after.wait()
         with fifo.open("wb") as writer:
+            entered.set()
+            if after is not None:
+                after.wait()
             writer.write(b"open")
 
-    return fifo, threading.Thread(target=release)
+    return fifo, threading.Thread(target=release, daemon=True), entered
 
 
 def test_pipeline_hashes_the_largest_waiting_task_first(tmp_path: Path) -> None:
     """One worker held on a named pipe while files are submitted smallest first: once
     released it takes the large files largest first, then the batch of small ones."""
-    fifo, release = _gate(tmp_path)
+    fifo, release, _ = _gate(tmp_path)
     big = hashing.BATCH_BYTES
     sizes = {"s1.py": 10, "l1.bin": big, "s2.py": 20, "l2.bin": big + 4096, "l3.bin": big + 1}
     order: list[int] = []
@@ -106,7 +112,7 @@ def test_pipeline_left_without_finish_cancels_what_has_not_started(tmp_path: Pat
     """An error while files are still being found: leaving the block stops the workers
     without hashing the rest of the queue."""
     pipeline = hashing.HashPipeline(jobs=1)
-    fifo, release = _gate(tmp_path, after=pipeline._cancelled)
+    fifo, release, entered = _gate(tmp_path, after=pipeline._cancelled)
     files = []
     for index in range(3):
         path = tmp_path / f"f{index}.bin"
@@ -117,8 +123,11 @@ def test_pipeline_left_without_finish_cancels_what_has_not_started(tmp_path: Pat
         for path in files:
             pipeline.submit(str(path), hashing.BATCH_BYTES)
         release.start()
+        # the worker holds the gate: the files are still queued when the error comes
+        assert entered.wait(timeout=60)
         raise RuntimeError("found a bad RECORD")
-    release.join()
+    release.join(timeout=60)
+    assert not release.is_alive()
     assert pipeline._done.qsize() <= 1  # the gate only; the queued files were dropped
     assert not any(t.is_alive() for t in threading.enumerate() if t.name.startswith("repro-hash"))
 
