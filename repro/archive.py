@@ -156,6 +156,7 @@ class DeterministicTarWriter:
         self._kinds: dict[str, Kind] = {}
         self._folded: dict[str, str] = {}
         self._digests: dict[str, str] = {}
+        self._reserved: dict[str, tuple[int, int, bool]] = {}  # rel -> offset, size, exec
         self._state: Literal["open", "closed", "failed"] = "open"
         self._emit_header(top, directory=True, mode=DIR_MODE, size=0)
 
@@ -269,6 +270,51 @@ class DeterministicTarWriter:
         self._digests[rel] = hashlib.sha256(data).hexdigest()
         return self._digests[rel]
 
+    @property
+    def can_fill_later(self) -> bool:
+        """Whether `reserve` works: the tar bytes go to a seekable file (an uncompressed
+        archive written to a file, or the spool of a zstd one), not through gzip or a pipe."""
+        if self._gzip is not None:
+            return False
+        return self._spool is not None or _is_seekable(self._out)
+
+    def reserve(self, rel: str, placeholder: bytes, *, executable: bool = False) -> None:
+        """Add the file `rel` with `placeholder` as its content, to be replaced by `fill`
+        with bytes of the same length once they are known (lock files that list the
+        sha256 of wheels written after them). Only where `can_fill_later`."""
+        if not self.can_fill_later:
+            raise UsageError(f"archive {self._top}: cannot reserve {rel}: output not seekable")
+        self._check_open()
+        parents = self._admit(rel, "file")
+        size = len(placeholder)
+        self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
+        self._reserved[rel] = (self._sink.tell(), size, executable)
+        self._write(placeholder)
+        self._write(tarformat.padding(size))
+
+    def fill(self, rel: str, data: bytes) -> str:
+        """Write the final content of a reserved file in its place; return its sha256."""
+        self._check_open()
+        if rel not in self._reserved:
+            raise InputError(f"archive {self._top}: {rel} was not reserved")
+        offset, size, _ = self._reserved[rel]
+        if len(data) != size:
+            self._state = "failed"
+            raise InputError(
+                f"archive {self._top}: {rel} is {len(data)} bytes, {size} were reserved"
+            )
+        try:
+            end = self._sink.tell()
+            self._sink.seek(offset)
+            self._sink.write(data)
+            self._sink.seek(end)
+        except OSError as exc:
+            self._state = "failed"
+            raise InputError(f"cannot write archive {self._top}: {exc.strerror}") from exc
+        del self._reserved[rel]
+        self._digests[rel] = hashlib.sha256(data).hexdigest()
+        return self._digests[rel]
+
     def add_directory(self, rel: str) -> None:
         """Add an (empty, or not yet filled) directory `rel`."""
         self._check_open()
@@ -279,6 +325,10 @@ class DeterministicTarWriter:
         """Write the end-of-archive marker and finish compression; `out` stays open."""
         if self._state != "open":
             return
+        if self._reserved:
+            self._abort()
+            unfilled = ", ".join(sorted(self._reserved))
+            raise InputError(f"archive {self._top}: reserved but never filled: {unfilled}")
         self._write(tarformat.end_of_archive(self._written))
         if self._gzip is not None:
             self._gzip.close()

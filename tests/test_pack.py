@@ -507,6 +507,39 @@ def test_stdout_stream_equals_the_file(workspace_312: Path, tmp_path: Path) -> N
     assert streamed.stdout == archive.read_bytes()
 
 
+@pytest.mark.parametrize("compress", ["none", "zst"])
+def test_wheels_all_to_a_file_equals_the_stream_and_lists_true_digests(
+    workspace_312: Path, tmp_path: Path, compress: str
+) -> None:
+    """To a file, the vault wheels' sha256 are taken as they are written and the lock
+    files before them filled in afterwards; to stdout they are hashed in a pass ahead.
+    Both give the same bytes, and the digests listed are those of the wheels."""
+    args = ("--version", "4", "--wheels", "all", "--offline", "--compress", compress)
+    streamed = pack(str(workspace_312), "-o", "-", *args)
+    assert streamed.returncode == 0, streamed.stderr.decode()
+    archive = packed_ok(str(workspace_312), "-o", f"{tmp_path}/", *args)
+    tree = extract(archive, tmp_path / "x")
+    if compress == "none":
+        assert streamed.stdout == archive.read_bytes()
+    else:  # the same members; only REPRODUCE.md names the bundle file (.tar.zst or .tar)
+        (tmp_path / "streamed.tar.zst").write_bytes(streamed.stdout)
+        other = extract(tmp_path / "streamed.tar.zst", tmp_path / "y")
+        lines = [(t / "MANIFEST.sha256").read_text().splitlines() for t in (tree, other)]
+        differ = set(lines[0]) ^ set(lines[1])
+        assert {line.split("  ", 1)[1] for line in differ} == {"REPRODUCE.md"}
+    wheels = _toml.loads((tree / "env" / "vault.toml").read_text())["wheels"]
+    assert "six" in {w["name"] for w in wheels}
+    pylock = _toml.loads((tree / "env" / "pylock.toml").read_text())
+    listed = {
+        w["name"]: w["hashes"]["sha256"] for p in pylock["packages"] for w in p.get("wheels", [])
+    }
+    for wheel in wheels:
+        digest = hashlib.sha256((tree / "env" / "wheels" / wheel["filename"]).read_bytes())
+        assert wheel["sha256"] == digest.hexdigest() == listed[wheel["filename"]]
+    check = run_repro("check", str(archive))
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+
+
 def test_a_python_312_venv_packs_from_repro_on_311(workspace_312: Path, tmp_path: Path) -> None:
     assert sys.version_info[:2] == (3, 11)
     archive = packed_ok(str(workspace_312), "-o", f"{tmp_path}/", "--version", "1")

@@ -14,19 +14,19 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 import tomli_w
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from repro import __version__
-from repro.archive import Compression, DeterministicTarWriter, member_order, source_date_epoch
+from repro.archive import Compression, source_date_epoch
 from repro.bundle import (
     BundleInfo,
     Engine,
@@ -40,18 +40,25 @@ from repro.bundle import (
 )
 from repro.config import Config, load_config
 from repro.diffapply import count_diff_lines
-from repro.errors import InputError, UsageError
-from repro.manifest import MANIFEST_NAME, format_manifest
+from repro.errors import UsageError
 from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name
-from repro.signing import SIGNATURE_NAME, find_ssh_keygen, sign_manifest
+from repro.signing import find_ssh_keygen
 from repro.snapshot import services as unit_capture
+from repro.snapshot.bundlewriter import (
+    Members,
+    Reserved,
+    Streamed,
+    can_defer_digests,
+    write_bundle,
+)
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter
 from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import list_installed, scheme_paths
 from repro.snapshot.lock import (
+    Pin,
     WheelRef,
     pins_from_facts,
     pip_freeze,
@@ -73,7 +80,6 @@ from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.vault import VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
-from repro.snapshot.zipstream import ZipPlan
 
 WheelsMode = Literal["auto", "all", "none"]
 Progress = Callable[[str], None]
@@ -136,45 +142,6 @@ class PackResult:
             "bundle_bytes": self.bundle_bytes,
             "warnings": list(self.warnings),
         }
-
-
-@dataclass(frozen=True)
-class _Streamed:
-    """A vault wheel whose sha256 is known before it is written: a rebuilt wheel's plan
-    (streamed from the installed files), or a wheel file (checked against the digest)."""
-
-    plan: ZipPlan | None
-    size: int
-    sha256: str
-    path: Path | None = None
-
-
-Content = Path | bytes | _Streamed
-
-
-@dataclass
-class _Members:
-    """Bundle-relative path -> a file to stream, bytes to write or a planned wheel."""
-
-    items: dict[str, Content] = field(default_factory=dict)
-    executable: set[str] = field(default_factory=set)
-
-    def add(self, rel: str, content: Content, *, executable: bool = False) -> None:
-        if rel in self.items:
-            raise InputError(f"two inputs would land at {rel} in the bundle")
-        self.items[rel] = content
-        if executable:
-            self.executable.add(rel)
-
-    def newest_mtime(self, *, generated: Sequence[Path] = ()) -> int:
-        """The newest mtime of the source files; files the pack made itself (under
-        `generated`) do not count, or every pack would get a new timestamp."""
-        times = [
-            int(p.stat().st_mtime)
-            for p in self.items.values()
-            if isinstance(p, Path) and not any(p.is_relative_to(g) for g in generated)
-        ]
-        return max(times, default=0)
 
 
 def default_cache_dir() -> Path:
@@ -364,6 +331,34 @@ def _model_ref(ref: ModelReference) -> ModelRef:
     )
 
 
+@dataclass(frozen=True)
+class _VaultLocks:
+    """The members that list the vault wheels' sha256: pylock.toml and vault.toml."""
+
+    vault: VaultReport
+    index_refs: Mapping[str, list[WheelRef]]
+    pins: Sequence[Pin]
+    indexes: IndexConfig
+    requires_python: str
+
+    def render(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """Both files with `digests` (one per vault wheel, in order) as the wheels' sha256;
+        placeholders of 64 characters give files of the final length."""
+        wheels = [replace(w, sha256=d) for w, d in zip(self.vault.wheels, digests, strict=True)]
+        refs = {name: list(found) for name, found in self.index_refs.items()}
+        for wheel in wheels:
+            refs.setdefault(wheel.name, []).append(
+                WheelRef(wheel.filename, wheel.sha256, path=f"wheels/{wheel.filename}")
+            )
+        pylock = render_pylock(
+            self.pins, self.indexes, requires_python=self.requires_python, wheels=refs
+        )
+        return {
+            "env/pylock.toml": pylock.encode(),
+            "env/vault.toml": _vault_toml(replace(self.vault, wheels=wheels)),
+        }
+
+
 def _vault_toml(report: VaultReport) -> bytes:
     wheels = [
         {
@@ -407,7 +402,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
     if output is not None:
         _refuse_output_inside(output, facts)
     warnings: list[str] = []
-    members = _Members()
+    members = Members()
     cache_dir = options.cache_dir or default_cache_dir()
 
     with (
@@ -482,8 +477,14 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             jobs=options.jobs,
             digests=scan.digests,
         )
-        say(f"hashing {len(vault_plan.entries)} vault wheel(s)")
-        vault_digests = hash_vault(vault_plan.entries, jobs=options.jobs)
+        # Written to a file, the wheels' sha256 are taken on their way into the tar and
+        # the lock files that list them are filled in afterwards; else a pass of its own.
+        deferred = can_defer_digests(output, compression) and bool(vault_plan.entries)
+        if deferred:
+            vault_digests = [f"{index:064x}" for index in range(len(vault_plan.entries))]
+        else:
+            say(f"hashing {len(vault_plan.entries)} vault wheel(s)")
+            vault_digests = hash_vault(vault_plan.entries, jobs=options.jobs)
         vault = VaultReport(
             [e.wheel(d) for e, d in zip(vault_plan.entries, vault_digests, strict=True)],
             vault_plan.warnings,
@@ -512,37 +513,33 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
 
         # -- members -------------------------------------------------------------------
         hashes: dict[str, list[str]] = {}
-        wheel_refs: dict[str, list[WheelRef]] = {}
+        index_refs: dict[str, list[WheelRef]] = {}
         if vault.index is not None:
             for dist_name, files in vault.index.found.items():
                 hashes[dist_name] = sorted({f.sha256 for f in files if f.sha256})
-                wheel_refs[dist_name] = [
+                index_refs[dist_name] = [
                     WheelRef(f.filename, f.sha256, url=f.url) for f in files if f.sha256
                 ]
         for entry, wheel in zip(vault_plan.entries, vault.wheels, strict=True):
-            content: Path | _Streamed
-            if entry.plan is not None:
-                content = _Streamed(entry.plan.zip, entry.plan.size, wheel.sha256)
-            else:
-                assert entry.path is not None
-                content = _Streamed(None, entry.size, wheel.sha256, entry.path)
-            members.add(f"env/wheels/{wheel.filename}", content)
-            wheel_refs.setdefault(wheel.name, []).append(
-                WheelRef(wheel.filename, wheel.sha256, path=f"wheels/{wheel.filename}")
+            members.add(
+                f"env/wheels/{wheel.filename}",
+                Streamed(
+                    entry.plan.zip if entry.plan is not None else None,
+                    entry.size if entry.plan is None else entry.plan.size,
+                    wheel.sha256,
+                    entry.path,
+                    deferred=deferred,
+                ),
             )
         members.add("env/pip-freeze.txt", freeze_job.result().text.encode())
         members.add(
             "env/requirements.lock",
             render_requirements_lock(pins, indexes, hashes=hashes or None).encode(),
         )
-        members.add(
-            "env/pylock.toml",
-            render_pylock(
-                pins, indexes, requires_python=requires_python_of(facts), wheels=wheel_refs
-            ).encode(),
-        )
+        locks = _VaultLocks(vault, index_refs, pins, indexes, requires_python_of(facts))
+        for rel, data in locks.render(vault_digests).items():
+            members.add(rel, Reserved(data) if deferred else data)
         members.add("env/environment.json", facts.to_json().encode())
-        members.add("env/vault.toml", _vault_toml(vault))
         _add_patches(members, patches)
         for unit in units:
             members.add(f"services/{unit.name}", unit.content)
@@ -598,8 +595,21 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         )
 
         say(f"writing {output or 'stdout'}")
-        size = _write_bundle(
-            members, output, top=top, mtime=epoch, compression=compression, sign=options.sign
+        fill = None
+        if deferred:
+            placeholders = vault_digests
+
+            def fill(taken: Mapping[str, str]) -> Mapping[str, bytes]:
+                return locks.render([taken[p] for p in placeholders])
+
+        size = write_bundle(
+            members,
+            output,
+            top=top,
+            mtime=epoch,
+            compression=compression,
+            sign=options.sign,
+            fill=fill,
         )
 
     return PackResult(
@@ -650,7 +660,7 @@ def _record_mtime(facts: EnvironmentFacts) -> int:
     return max(times, default=0)
 
 
-def _add_patches(members: _Members, patches: Sequence[CollectedPatch]) -> None:
+def _add_patches(members: Members, patches: Sequence[CollectedPatch]) -> None:
     entries = []
     for patch in patches:
         entries.append(patch.entry)
@@ -728,79 +738,3 @@ def _reproduce_facts(
         launch=launch,
         models=model_lines,
     )
-
-
-@contextlib.contextmanager
-def _partial_output(output: Path) -> Iterator[BinaryIO]:
-    """A temp file beside `output`, renamed over it only when everything was written."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
-    temp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, output)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
-        raise
-
-
-def _stream_members(
-    members: _Members,
-    out: BinaryIO,
-    *,
-    top: str,
-    mtime: int,
-    compression: Compression,
-    sign: Path | None,
-) -> None:
-    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
-        for rel in sorted(members.items, key=member_order):
-            content = members.items[rel]
-            executable = rel in members.executable
-            if isinstance(content, Path):
-                writer.add_file(rel, content, executable=executable or None)
-            elif isinstance(content, _Streamed):
-                _add_streamed(writer, rel, content)
-            else:
-                writer.add_bytes(rel, content, executable=executable)
-        manifest = format_manifest(writer.digests.items())
-        writer.add_bytes(MANIFEST_NAME, manifest)
-        if sign is not None:
-            writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
-
-
-def _add_streamed(writer: DeterministicTarWriter, rel: str, content: _Streamed) -> None:
-    if content.plan is not None:
-        writer.add_stream(rel, content.size, content.plan.iter_bytes(), digest=content.sha256)
-        return
-    assert content.path is not None
-    if writer.add_file(rel, content.path) != content.sha256:
-        raise InputError(
-            f"{content.path} changed while it was packed (its sha256 is not the one "
-            "recorded in the lock files)",
-            hint="stop whatever writes to it and pack again",
-        )
-
-
-def _write_bundle(
-    members: _Members,
-    output: Path | None,
-    *,
-    top: str,
-    mtime: int,
-    compression: Compression,
-    sign: Path | None = None,
-) -> int:
-    if output is None:
-        stdout = sys.stdout.buffer
-        _stream_members(members, stdout, top=top, mtime=mtime, compression=compression, sign=sign)
-        stdout.flush()
-        return 0
-    with _partial_output(output) as stream:
-        _stream_members(members, stream, top=top, mtime=mtime, compression=compression, sign=sign)
-    return output.stat().st_size

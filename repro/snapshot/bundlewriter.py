@@ -1,0 +1,174 @@
+"""Writing a pack's members into the bundle archive, in canonical order, manifest last.
+
+Vault wheels are streamed from their plans (or wheel files) straight into the tar. The
+lock files that list the wheels' sha256 sort before the wheels, so either the digests
+are taken ahead, in a pass of their own (a gzip or stdout stream, which cannot be
+rewound), or, when the tar goes to a seekable file, the lock files are written with
+placeholders of the same length and filled in once the wheels were hashed on their way
+into the archive: one read of every installed file fewer. Both give the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from repro.archive import Compression, DeterministicTarWriter, member_order
+from repro.errors import InputError
+from repro.manifest import MANIFEST_NAME, format_manifest
+from repro.signing import SIGNATURE_NAME, sign_manifest
+from repro.snapshot.zipstream import ZipPlan
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A vault wheel: a rebuilt wheel's plan (streamed from the installed files), or a
+    wheel file. `sha256` is its digest taken ahead (a wheel file is checked against it);
+    with `deferred`, a placeholder that the digest taken while writing replaces."""
+
+    plan: ZipPlan | None
+    size: int
+    sha256: str
+    path: Path | None = None
+    deferred: bool = False
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A member written with placeholder digests, filled in after the members it names."""
+
+    placeholder: bytes
+
+
+Content = Path | bytes | Streamed | Reserved
+# placeholder -> the sha256 taken while writing; returns the final bytes of each Reserved
+Fill = Callable[[Mapping[str, str]], Mapping[str, bytes]]
+
+
+def can_defer_digests(output: Path | None, compression: Compression) -> bool:
+    """Whether `write_bundle` can fill reserved members in: a file, not through gzip."""
+    return output is not None and compression != "gz"
+
+
+@dataclass
+class Members:
+    """Bundle-relative path -> a file to stream, bytes to write or a planned wheel."""
+
+    items: dict[str, Content] = field(default_factory=dict)
+    executable: set[str] = field(default_factory=set)
+
+    def add(self, rel: str, content: Content, *, executable: bool = False) -> None:
+        if rel in self.items:
+            raise InputError(f"two inputs would land at {rel} in the bundle")
+        self.items[rel] = content
+        if executable:
+            self.executable.add(rel)
+
+    def newest_mtime(self, *, generated: Sequence[Path] = ()) -> int:
+        """The newest mtime of the source files; files the pack made itself (under
+        `generated`) do not count, or every pack would get a new timestamp."""
+        times = [
+            int(p.stat().st_mtime)
+            for p in self.items.values()
+            if isinstance(p, Path) and not any(p.is_relative_to(g) for g in generated)
+        ]
+        return max(times, default=0)
+
+
+@contextlib.contextmanager
+def partial_output(output: Path) -> Iterator[BinaryIO]:
+    """A temp file beside `output`, renamed over it only when everything was written."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, output)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+        raise
+
+
+def stream_members(
+    members: Members,
+    out: BinaryIO,
+    *,
+    top: str,
+    mtime: int,
+    compression: Compression,
+    sign: Path | None,
+    fill: Fill | None = None,
+) -> None:
+    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
+        taken: dict[str, str] = {}
+        for rel in sorted(members.items, key=member_order):
+            content = members.items[rel]
+            executable = rel in members.executable
+            if isinstance(content, Path):
+                writer.add_file(rel, content, executable=executable or None)
+            elif isinstance(content, Streamed):
+                digest = _add_streamed(writer, rel, content)
+                if content.deferred:
+                    taken[content.sha256] = digest
+            elif isinstance(content, Reserved):
+                writer.reserve(rel, content.placeholder, executable=executable)
+            else:
+                writer.add_bytes(rel, content, executable=executable)
+        if fill is not None:
+            for rel, data in fill(taken).items():
+                writer.fill(rel, data)
+        manifest = format_manifest(writer.digests.items())
+        writer.add_bytes(MANIFEST_NAME, manifest)
+        if sign is not None:
+            writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
+
+
+def _add_streamed(writer: DeterministicTarWriter, rel: str, content: Streamed) -> str:
+    known = None if content.deferred else content.sha256
+    if content.plan is not None:
+        return writer.add_stream(rel, content.size, content.plan.iter_bytes(), digest=known)
+    assert content.path is not None
+    digest = writer.add_file(rel, content.path)
+    if known is not None and digest != known:
+        raise InputError(
+            f"{content.path} changed while it was packed (its sha256 is not the one "
+            "recorded in the lock files)",
+            hint="stop whatever writes to it and pack again",
+        )
+    return digest
+
+
+def write_bundle(
+    members: Members,
+    output: Path | None,
+    *,
+    top: str,
+    mtime: int,
+    compression: Compression,
+    sign: Path | None = None,
+    fill: Fill | None = None,
+) -> int:
+    """Write the archive to `output` (stdout when None); return its size in bytes."""
+    if output is None:
+        stdout = sys.stdout.buffer
+        stream_members(
+            members, stdout, top=top, mtime=mtime, compression=compression, sign=sign, fill=fill
+        )
+        stdout.flush()
+        return 0
+    with partial_output(output) as stream:
+        stream_members(
+            members, stream, top=top, mtime=mtime, compression=compression, sign=sign, fill=fill
+        )
+    return output.stat().st_size
