@@ -101,6 +101,14 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         add("pack --wheels all / (tar cf + sha256sum)", r, "<= 1.0", _at_most(r, 1.0))
         r = _ratio(groups["pack"], "repro pack --wheels all", "venv-pack --format tar")
         add("pack --wheels all / venv-pack", r, "<= 0.5", None if r is None else r <= 0.5)
+        r = _ratio(
+            groups["pack"],
+            "repro pack --wheels all",
+            "venv-pack --format tar, then sync of its output",
+        )
+        add("pack --wheels all / (venv-pack + sync) (info)", r, "<= 0.5", _at_most(r, 0.5))
+        r = _ratio(groups["pack"], "repro pack --wheels all", "write ceiling: cat > file, fsync")
+        add("pack --wheels all / write ceiling (info)", r, "-", None)
     if "unpack" in groups:
         for name, label in (
             ("repro unpack --offline", "unpack"),

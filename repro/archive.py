@@ -33,6 +33,7 @@ from typing import IO, Any, BinaryIO, Literal, cast
 
 from repro import tarformat
 from repro.errors import ArchiveError, InputError, UnsafeArchiveError, UsageError
+from repro.hashing import BackgroundSha256
 from repro.tarformat import BLOCK, name_problem
 
 Compression = Literal["none", "gz", "zst"]
@@ -98,6 +99,14 @@ def _import_zstandard() -> Any:
 def member_order(rel: str) -> tuple[bool, tuple[bytes, ...]]:
     """The canonical order of members: by path components, the manifest last."""
     return _sort_key(rel)
+
+
+# Members at least this large are hashed by a second thread while they are written.
+BACKGROUND_HASH_BYTES = 4 << 20
+
+
+def _hasher(size: int) -> BackgroundSha256 | hashlib._Hash:
+    return BackgroundSha256() if size >= BACKGROUND_HASH_BYTES else hashlib.sha256()
 
 
 class DeterministicTarWriter:
@@ -194,22 +203,30 @@ class DeterministicTarWriter:
                 executable = bool(info.st_mode & 0o111)
             parents = self._admit(rel, "file")
             self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, info.st_size)
-            digest = hashlib.sha256()
-            buffer = bytearray(CHUNK)
-            view = memoryview(buffer)
+            digest = _hasher(info.st_size)
             remaining = info.st_size
             try:
-                while remaining:
-                    count = stream.readinto(view[: min(CHUNK, remaining)])
-                    if not count:
-                        break
-                    digest.update(view[:count])
-                    self._write(view[:count])
-                    remaining -= count
+                if isinstance(digest, BackgroundSha256):
+                    # fresh bytes per chunk: the hashing thread still reads the last one
+                    while remaining and (chunk := stream.read(min(CHUNK, remaining))):
+                        digest.update(chunk)
+                        self._write(chunk)
+                        remaining -= len(chunk)
+                else:
+                    buffer = bytearray(CHUNK)
+                    view = memoryview(buffer)
+                    while remaining and (count := stream.readinto(view[: min(CHUNK, remaining)])):
+                        digest.update(view[:count])
+                        self._write(view[:count])
+                        remaining -= count
                 grew = bool(stream.read(1))
+                hexdigest = digest.hexdigest()
             except OSError as exc:
                 self._state = "failed"
                 raise InputError(f"error reading {source}: {exc.strerror}") from exc
+            finally:
+                if isinstance(digest, BackgroundSha256):
+                    digest.close()
             if remaining or grew:
                 self._state = "failed"
                 raise InputError(
@@ -217,8 +234,8 @@ class DeterministicTarWriter:
                     hint="stop whatever writes to it and pack again",
                 )
         self._write(tarformat.padding(info.st_size))
-        self._digests[rel] = digest.hexdigest()
-        return self._digests[rel]
+        self._digests[rel] = hexdigest
+        return hexdigest
 
     def add_stream(
         self,
@@ -238,7 +255,7 @@ class DeterministicTarWriter:
         self._check_open()
         parents = self._admit(rel, "file")
         self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
-        hasher = hashlib.sha256() if digest is None else None
+        hasher = None if digest is not None else _hasher(size)
         written = 0
         try:
             for piece in pieces:
@@ -248,14 +265,17 @@ class DeterministicTarWriter:
                 if hasher is not None:
                     hasher.update(piece)
                 self._write(piece)
+            final = hasher.hexdigest() if hasher is not None else digest
         except BaseException:
             self._state = "failed"
             raise
+        finally:
+            if isinstance(hasher, BackgroundSha256):
+                hasher.close()
         if written != size:
             self._state = "failed"
             raise InputError(f"{rel}: {written} bytes produced where {size} were planned")
         self._write(tarformat.padding(size))
-        final = hasher.hexdigest() if hasher is not None else digest
         assert final is not None
         self._digests[rel] = final
         return final

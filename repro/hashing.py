@@ -230,6 +230,56 @@ class HashPipeline:
                 self._done.put(exc)
 
 
+class BackgroundSha256:
+    """sha256 of a sequence of pieces, taken by a second thread while the caller goes on
+    (writes them): hashing and writing then each take a core instead of adding up, which
+    is what a bundle writer on a fast disk waits for. Small pieces are gathered into
+    batches so hand-offs stay few; at most `depth` batches wait, so memory stays bounded
+    when hashing is the slower side. Pieces must not change after `update` (bytes)."""
+
+    BATCH = 1 << 20
+
+    def __init__(self, depth: int = 8) -> None:
+        self._digest = hashlib.sha256()
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._thread = threading.Thread(target=self._run, name="repro-sha256", daemon=True)
+        self._thread.start()
+
+    def update(self, piece: bytes) -> None:
+        if len(piece) >= self.BATCH:
+            self._flush()
+            self._queue.put(piece)
+            return
+        self._pending.append(piece)
+        self._pending_size += len(piece)
+        if self._pending_size >= self.BATCH:
+            self._flush()
+
+    def hexdigest(self) -> str:
+        """Wait for every piece to be hashed; the digest."""
+        self.close()
+        return self._digest.hexdigest()
+
+    def close(self) -> None:
+        """Stop the thread (after the pieces given so far); safe to call twice."""
+        if self._thread.is_alive():
+            self._flush()
+            self._queue.put(None)
+            self._thread.join()
+
+    def _flush(self) -> None:
+        if self._pending:
+            joined = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._queue.put(joined)
+            self._pending, self._pending_size = [], 0
+
+    def _run(self) -> None:
+        while (piece := self._queue.get()) is not None:
+            self._digest.update(piece)
+
+
 def hash_files(
     paths: Sequence[Path],
     *,

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -365,6 +366,26 @@ def test_reserve_needs_a_seekable_output_and_a_fill_of_the_same_length(tmp_path:
         unfilled.close()
     with pytest.raises(InputError, match="was not reserved"):
         writer().fill("lock", b"0000")
+
+
+def test_large_members_are_hashed_by_a_second_thread_while_written(tmp_path: Path) -> None:
+    size = archive.BACKGROUND_HASH_BYTES + 12345
+    data = os.urandom(size)
+    source = tmp_path / "big.bin"
+    source.write_bytes(data)
+    pieces = [data[i : i + 70000] for i in range(0, size, 70000)]
+    out = io.BytesIO()
+    with DeterministicTarWriter(out, top=TOP, mtime=MTIME) as w:
+        from_file = w.add_file("a.bin", source)
+        from_stream = w.add_stream("b.bin", size, iter(pieces))
+    assert from_file == from_stream == hashlib.sha256(data).hexdigest()
+    out.seek(0)
+    found = {m.name: s.read() for m, s in iter_members(out, source="m") if s}
+    assert found == {"a.bin": data, "b.bin": data}
+    w = writer()
+    with pytest.raises(InputError, match="planned"):
+        w.add_stream("c.bin", size + 1, iter(pieces))
+    assert not any(t.name == "repro-sha256" and t.is_alive() for t in threading.enumerate())
 
 
 def test_member_stream_is_valid_until_the_next_member() -> None:

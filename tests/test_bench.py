@@ -26,7 +26,9 @@ CONTENDERS = {
         "repro pack --wheels all",
         "tar cf + sha256sum",
         "repro pack --wheels all --jobs 1",
+        "write ceiling: cat > file, fsync",
         "venv-pack --format tar",
+        "venv-pack --format tar, then sync of its output",
     ],
     "unpack": [
         "repro unpack --offline",
@@ -93,6 +95,7 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     assert {goal["what"] for goal in small["goals"]} >= {
         "check: speed-up over sha256sum -c",
         "pack --wheels all / venv-pack",
+        "pack --wheels all / write ceiling (info)",
         "unpack: speed-up over pip",
     }
     table = md_path.read_text()

@@ -156,3 +156,15 @@ def test_hash_files_with_size_hints_keeps_the_order_of_paths(tmp_path: Path) -> 
     results = hashing.hash_files(paths, jobs=2, sizes=sizes)
     assert [r.path for r in results] == [str(p) for p in paths]
     assert [r.digest for r in results] == [hashing.sha256_file(p) for p in paths]
+
+
+def test_background_sha256_equals_hashlib_over_pieces_of_every_size() -> None:
+    batch = hashing.BackgroundSha256.BATCH
+    pieces = [os.urandom(n) for n in (0, 1, 100, batch - 1, batch, 3, batch * 2 + 5, 7)]
+    pieces += [os.urandom(4096) for _ in range(600)]  # many small ones, gathered in batches
+    background = hashing.BackgroundSha256(depth=2)
+    for piece in pieces:
+        background.update(piece)
+    assert background.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+    background.close()  # twice is harmless
+    assert not any(t.name == "repro-sha256" and t.is_alive() for t in threading.enumerate())

@@ -21,7 +21,10 @@ if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
         --target /tmp/site "$root"/.whl/*.whl || exit 2
 fi
 export PYTHONPATH="/tmp/site:$root"
+# repro as an install runs it: byte-compiled once (pip does this when it installs)
+python3 -m compileall -q "$root/repro" > /dev/null
 R=(python3 -m repro)
+echo "cores: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 now() { date +%s%N; }
 ms_since() { echo $(( ($(now) - $1) / 1000000 )); }
 declare -A T
@@ -93,6 +96,16 @@ ls -la /tmp/bundles
 t=$(now); "${R[@]}" check /tmp/bundles/oldbox-1.tar --json > "$out/check.json"; echo "check exit $?"
 T[check]=$(ms_since $t)
 t=$(now); sha256sum /tmp/bundles/oldbox-1.tar >/dev/null; T[bundle_sha256sum]=$(ms_since $t)
+echo "-- pack stages: scan alone, pack --wheels none, a profiled pack --wheels all"
+t=$(now); "${R[@]}" scan --venv /tmp/oldbox/venv > /dev/null; echo "scan exit $?"; T[scan]=$(ms_since $t)
+t=$(now); "${R[@]}" pack /tmp/oldbox --wheels none --offline --version 1 -o /tmp/bundles-none/ > /dev/null 2>&1
+echo "pack --wheels none exit $?"; T[pack_wheels_none]=$(ms_since $t)
+rm -rf /tmp/bundles-none
+python3 -m cProfile -o /tmp/pack.prof -m repro pack /tmp/oldbox --wheels all --offline --version 1 \
+    -o /tmp/bundles-prof/ 2> >(stamp) > /dev/null
+rm -rf /tmp/bundles-prof
+python3 -c 'import pstats; pstats.Stats("/tmp/pack.prof").sort_stats("cumulative").print_stats(35)' \
+    | grep -v "^$" | cut -c1-160 | tail -40
 t=$(now); timeout 250 "${R[@]}" unpack /tmp/bundles/oldbox-1.tar --offline --target /srv/rebuilt --json > /tmp/unpack.json
 echo "unpack exit $?"; T[unpack_with_ladder]=$(ms_since $t)
 cp /srv/rebuilt/.repro/unpack-report.json "$out/unpack-report.json" 2>/dev/null
@@ -127,6 +140,7 @@ doc = {
     "repro_pack_check_unpack_ladder_s": repro_total,
     "ratio_repro_to_copy": repro_total / copy if copy else None,
     "ratio_pack_to_tar_cf_plus_sha256sum": t.get("pack", 0) / (t.get("tar_cf", 0) + t.get("tar_sha256sum", 0) or 1),
+    "ratio_pack_wheels_none_to_scan": t["pack_wheels_none"] / t["scan"] if t.get("scan") else None,
     "ratio_unpack_no_smoke_to_tar_xf": t.get("unpack_no_smoke", 0) / t["tar_xf"] if t.get("tar_xf") else None,
     "ratio_unpack_to_tar_xf": t.get("unpack_with_ladder", 0) / (t.get("tar_xf", 1) or 1),
 }

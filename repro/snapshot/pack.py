@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import tomli_w
 from packaging.utils import canonicalize_name
@@ -80,6 +80,9 @@ from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.vault import VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
+
+if TYPE_CHECKING:
+    from repro.snapshot.toolwheels import ToolWheelInputs
 
 WheelsMode = Literal["auto", "all", "none"]
 Progress = Callable[[str], None]
@@ -253,6 +256,12 @@ def _vault_pristine(
     return {name: CarryPatched(table.get) for name, table in by_dist.items()}
 
 
+def _tool_wheel_inputs() -> ToolWheelInputs:
+    from repro.snapshot.toolwheels import tool_wheel_inputs  # importlib.metadata: ~20 ms
+
+    return tool_wheel_inputs()
+
+
 def _units(options: PackOptions, config: Config, facts: EnvironmentFacts) -> list[Any]:
     paths = list(config.services.units)
     if not paths:
@@ -407,10 +416,13 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
 
     with (
         tempfile.TemporaryDirectory(prefix="repro-pack-") as temp_name,
-        ThreadPoolExecutor(max_workers=3, thread_name_prefix="pack-") as background,
+        ThreadPoolExecutor(max_workers=5, thread_name_prefix="pack-") as background,
     ):
         temp = Path(temp_name)
-        # Three runs of the target interpreter go on while the files are hashed.
+        # Runs of the target interpreter and reads of small inputs go on while the files
+        # are hashed.
+        units_job = background.submit(_units, options, config, facts)
+        tool_job = background.submit(_tool_wheel_inputs) if options.tool_wheels else None
         say("freezing the pinned stack")
         freeze_job = background.submit(pip_freeze, python, facts)
         # tags and install scheme only matter when wheels are vaulted or indexes asked
@@ -498,7 +510,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
                 for path in carrier.carried
             ]
 
-        units = _units(options, config, facts)
+        units = units_job.result()
         for unit in units:
             warnings += unit.warnings
         models = _models(options, config)
@@ -583,11 +595,13 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             render_setup_env(tool_version=__version__, tool_python=tool_python).encode(),
             executable=True,
         )
-        if options.tool_wheels:
+        if tool_job is not None:
             say("adding repro's own wheels for setup_env.sh")
-            from repro.snapshot.toolwheels import tool_wheels  # importlib.metadata: ~20 ms
+            from repro.snapshot.toolwheels import tool_wheels
 
-            for wheel_path in tool_wheels(cache_dir / "tool-wheels", source_date_epoch=epoch):
+            for wheel_path in tool_wheels(
+                cache_dir / "tool-wheels", source_date_epoch=epoch, inputs=tool_job.result()
+            ):
                 members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
         members.add(
             "env/pack-report.json",

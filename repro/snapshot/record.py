@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,15 @@ def hex_to_record_hash(digest: str) -> str:
 
 def normalize_record_path(path: str) -> str:
     return posixpath.normpath(path.replace("\\", "/"))
+
+
+def join_record_path(prefix: str, path: str) -> str:
+    """A RECORD path (normalised by `read_record`) under `prefix`, a normalised directory
+    ending in the separator: a plain concatenation, except for ../ and absolute paths.
+    The scan and the wheel plans name each file by this same string."""
+    if path.startswith(("../", "/")) or path == "..":
+        return os.path.normpath(os.path.join(prefix, path))
+    return prefix + path
 
 
 def read_record(path: Path) -> tuple[RecordEntry, ...]:

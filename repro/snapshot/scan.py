@@ -19,7 +19,7 @@ from typing import Literal
 
 from repro.hashing import HashPipeline, HashResult, ProgressCallback
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
-from repro.snapshot.record import RecordEntry, read_record
+from repro.snapshot.record import RecordEntry, join_record_path, read_record
 
 PatchKind = Literal["modified", "added", "deleted"]
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
@@ -137,11 +137,7 @@ def scan_environment(
             crc = name in crc_names
             prefix = os.path.normpath(dist.site_dir) + os.sep
             for entry in entries:
-                # RECORD paths are normalised: a plain join for all but ../ and absolute ones
-                if entry.path.startswith(("../", "/")) or entry.path == "..":
-                    absolute = os.path.normpath(os.path.join(prefix, entry.path))
-                else:
-                    absolute = prefix + entry.path
+                absolute = join_record_path(prefix, entry.path)
                 listed.add(absolute)
                 direct_owners.setdefault(absolute.rpartition(os.sep)[0], set()).add(name)
                 if not selected:

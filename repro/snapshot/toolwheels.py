@@ -14,6 +14,7 @@ import shutil
 import sys
 import sysconfig
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -73,18 +74,38 @@ def _source_digest(source: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def tool_wheels(cache_root: Path, *, source_date_epoch: int) -> list[Path]:
-    """Wheels of repro and its dependencies; built once per content, then reused."""
+@dataclass(frozen=True)
+class ToolWheelInputs:
+    """What the tool's wheels are made of, and a key of it (without the timestamp)."""
+
+    wanted: tuple[InstalledDist, ...]
+    sources: dict[str, Path]  # editable installs: canonical name -> source tree
+    content_key: str
+
+
+def tool_wheel_inputs() -> ToolWheelInputs:
+    """The distributions to wheel and a digest of their versions and editable sources
+    (the slow part of a cache hit; pack runs it while it scans)."""
     site = Path(sysconfig.get_paths()["purelib"])
     installed = {d.canonical_name: d for d in list_installed(site)}
-    wanted = [installed[name] for name in requirement_closure() if name in installed]
-    key = hashlib.sha256()
-    key.update(f"{sys.version_info[:2]}:{source_date_epoch}".encode())
+    wanted = tuple(installed[name] for name in requirement_closure() if name in installed)
+    key = hashlib.sha256(f"{sys.version_info[:2]}".encode())
+    sources = {}
     for dist in wanted:
-        key.update(f"{dist.canonical_name}=={dist.version};".encode())
+        key.update(f";{dist.canonical_name}=={dist.version}".encode())
         source = _editable_source(dist)
         if source is not None:
+            sources[dist.canonical_name] = source
             key.update(_source_digest(source).encode())
+    return ToolWheelInputs(wanted, sources, key.hexdigest())
+
+
+def tool_wheels(
+    cache_root: Path, *, source_date_epoch: int, inputs: ToolWheelInputs | None = None
+) -> list[Path]:
+    """Wheels of repro and its dependencies; built once per content, then reused."""
+    found = inputs or tool_wheel_inputs()
+    key = hashlib.sha256(f"{found.content_key}:{source_date_epoch}".encode())
     cache = cache_root / key.hexdigest()[:24]
     if (cache / ".complete").exists():
         os.utime(cache)
@@ -92,8 +113,8 @@ def tool_wheels(cache_root: Path, *, source_date_epoch: int) -> list[Path]:
     staging = cache.with_name(cache.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    for dist in wanted:
-        source = _editable_source(dist)
+    for dist in found.wanted:
+        source = found.sources.get(dist.canonical_name)
         if source is not None:
             build_from_source(
                 source, Path(sys.executable), staging, source_date_epoch=source_date_epoch

@@ -34,9 +34,9 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import HeaderParser
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
@@ -49,7 +49,7 @@ from repro.snapshot.installed import (
     read_metadata_name_version,
     read_record,
 )
-from repro.snapshot.record import RecordEntry
+from repro.snapshot.record import RecordEntry, join_record_path
 from repro.snapshot.zipstream import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
@@ -119,6 +119,7 @@ class _Member:
     source: Path
     record: RecordEntry
     script: bool
+    key: str  # the path as a string, as the scan's digest table names it
 
 
 def zip_date_time(source_date_epoch: int | None = None) -> tuple[int, int, int, int, int, int]:
@@ -206,12 +207,9 @@ def restore_shebang(content: bytes, scripts_dir: Path) -> bytes:
     return b"#!python\n" + rest
 
 
-def _within(path: str, root: Path) -> str | None:
-    """`path` relative to `root` (both normalised, POSIX separators), or None."""
-    base = os.path.normpath(root)
-    if path == base:
-        return None
-    if path.startswith(base + os.sep):
+def _within(path: str, base: str) -> str | None:
+    """`path` relative to `base` (both normalised), '/'-separated, or None."""
+    if path.startswith(base) and path[len(base) : len(base) + 1] == os.sep:
         return path[len(base) + 1 :].replace(os.sep, "/")
     return None
 
@@ -224,43 +222,54 @@ class _Layout:
     scheme: SchemePaths
     site_packages: Path
     console_scripts: frozenset[str]
+    # normalised strings of the directories above, computed once per wheel: a torch venv
+    # has ~100k RECORD rows and a normpath of each per directory took seconds (H200 run)
+    site_prefix: str = field(init=False)
+    roots: tuple[str, str, str, str, str] = field(init=False)  # root, other, scripts, include, data
+
+    def __post_init__(self) -> None:
+        scheme = self.scheme
+        root, other = (
+            (scheme.purelib, scheme.platlib)
+            if self.root_is_purelib
+            else (scheme.platlib, scheme.purelib)
+        )
+        object.__setattr__(self, "site_prefix", os.path.normpath(self.site_packages) + os.sep)
+        paths = (root, other, scheme.scripts, scheme.data / "include" / "site", scheme.data)
+        object.__setattr__(self, "roots", tuple(os.path.normpath(p) for p in paths))
 
 
-def _arcname(entry: RecordEntry, layout: _Layout) -> tuple[str, bool] | None:
-    """Where a RECORD entry goes in the wheel, and whether it is a script; None to skip."""
-    absolute = os.path.normpath(layout.site_packages / entry.path)
-    parts = PurePosixPath(entry.path).parts
-    if "__pycache__" in parts:
+def _arcname(entry: RecordEntry, layout: _Layout) -> tuple[str, str, bool] | None:
+    """Where a RECORD entry lies, where it goes in the wheel, and whether it is a script;
+    None to skip."""
+    if "__pycache__" in entry.path.split("/"):
         return None
-    root, other = (
-        (layout.scheme.purelib, layout.scheme.platlib)
-        if layout.root_is_purelib
-        else (layout.scheme.platlib, layout.scheme.purelib)
-    )
+    absolute = join_record_path(layout.site_prefix, entry.path)
+    root, other, scripts, include_site, data = layout.roots
     rel = _within(absolute, root)
     if rel is not None:
         top = rel.split("/", 1)[0]
         if top == layout.dist_info and rel.split("/", 1)[-1] in EXCLUDED_DIST_INFO:
             return None
-        return rel, False
+        return absolute, rel, False
     rel = _within(absolute, other)
     if rel is not None:
         key = "platlib" if layout.root_is_purelib else "purelib"
-        return f"{layout.data_dir}/{key}/{rel}", False
-    rel = _within(absolute, layout.scheme.scripts)
+        return absolute, f"{layout.data_dir}/{key}/{rel}", False
+    rel = _within(absolute, scripts)
     if rel is not None:
         if "/" not in rel and rel in layout.console_scripts:
             return None
-        return f"{layout.data_dir}/scripts/{rel}", True
-    rel = _within(absolute, layout.scheme.data / "include" / "site")
+        return absolute, f"{layout.data_dir}/scripts/{rel}", True
+    rel = _within(absolute, include_site)
     if rel is not None:
         # <prefix>/include/site/pythonX.Y/<dist name>/<header path>
         pieces = rel.split("/", 2)
         if len(pieces) == 3:
-            return f"{layout.data_dir}/headers/{pieces[2]}", False
-    rel = _within(absolute, layout.scheme.data)
+            return absolute, f"{layout.data_dir}/headers/{pieces[2]}", False
+    rel = _within(absolute, data)
     if rel is not None:
-        return f"{layout.data_dir}/data/{rel}", False
+        return absolute, f"{layout.data_dir}/data/{rel}", False
     raise VaultError(
         f"{layout.site_packages / layout.dist_info / 'RECORD'}: {entry.path} lies outside "
         "the environment, so it cannot be put back into a wheel"
@@ -398,10 +407,8 @@ def plan_wheel(
         placed = _arcname(entry, layout)
         if placed is None:
             continue
-        arcname, is_script = placed
-        members[arcname] = _Member(
-            arcname, Path(os.path.normpath(dist.site_packages / entry.path)), entry, is_script
-        )
+        absolute, arcname, is_script = placed
+        members[arcname] = _Member(arcname, Path(absolute), entry, is_script, absolute)
     extra: dict[str, bytes] = {}
     wheel_arc = f"{dist_info_name}/WHEEL"
     if wheel_arc not in members:
@@ -459,7 +466,7 @@ def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) 
             return None
         restored = restore_shebang(data, layout.scheme.scripts)
         return ZipMember.from_bytes(member.arcname, restored, executable=executable)
-    found = digests.get(str(member.source)) if digests is not None else None
+    found = digests.get(member.key) if digests is not None else None
     if found is None or found.crc32 is None:
         found = file_digest(member.source)
     if found.digest is None or found.crc32 is None:
