@@ -17,6 +17,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -670,3 +672,23 @@ def test_a_failed_pack_leaves_nothing_behind(
     message = _refused(pack(str(root), "-o", f"{out}/", "--version", "1"), "outside", code=1)
     assert "etc/hostname" in message
     assert list(out.iterdir()) == [], message
+
+
+def test_writeback_hands_what_was_written_to_the_kernel_while_writing(tmp_path: Path) -> None:
+    """The bundle's pages start for the disk during the pack, not all at the final fsync:
+    a real sync_file_range on a real file (Linux)."""
+    from repro.snapshot.bundlewriter import Writeback, partial_output
+
+    target = tmp_path / "out.bin"
+    data = os.urandom(8 << 20)
+    with partial_output(target) as stream:
+        writeback = Writeback(stream.fileno(), interval=0.01)
+        stream.write(data)
+        stream.flush()
+        deadline = time.monotonic() + 30
+        while writeback.started < len(data) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        writeback.close()
+    assert writeback.started == len(data)
+    assert target.read_bytes() == data
+    assert not any(t.name == "repro-writeback" and t.is_alive() for t in threading.enumerate())
