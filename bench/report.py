@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+# bench/ceiling.py: threads that only read and sha256 the files, what any Python hasher
+# pays here (reading through the page cache costs CPU that the limit leaves out)
+READ_HASH = "read+sha256 ceiling (bench/ceiling.py)"
+
 RSS_GOAL_MIB = 150.0
 
 
@@ -89,11 +93,15 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         add("check: fraction of limit", frac, ">= 0.8", None if frac is None else frac >= 0.8)
         frac = groups["check"].get("limit", {}).get("repro_fraction_of_available")
         add("check: fraction of available limit (info)", frac, ">= 0.8", _at_least(frac, 0.8))
+        r = _ratio(groups["check"], "repro check", READ_HASH)
+        add("check / read+sha256 ceiling (info)", r, "-", None)
     if "scan" in groups:
         frac = groups["scan"].get("limit", {}).get("repro_fraction_of_limit")
         add("scan: fraction of limit", frac, ">= 0.8", None if frac is None else frac >= 0.8)
         frac = groups["scan"].get("limit", {}).get("repro_fraction_of_available")
         add("scan: fraction of available limit (info)", frac, ">= 0.8", _at_least(frac, 0.8))
+        r = _ratio(groups["scan"], "repro scan", READ_HASH)
+        add("scan / read+sha256 ceiling (info)", r, "-", None)
         r = _ratio(groups["scan"], "repro pack --wheels none", "repro scan")
         add("pack --wheels none / scan", r, "<= 1.1", None if r is None else r <= 1.1)
     if "pack" in groups:

@@ -20,6 +20,7 @@ from typing import Any
 import repro
 from bench.envs import Workspace, _run, scaled_copy, site_packages, tree_bytes
 from bench.measure import Contender, Series, alternate, paired_ratio
+from bench.report import READ_HASH
 from repro.hashing import default_jobs
 
 Say = Callable[[str], None]
@@ -190,8 +191,9 @@ def group_check(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
         Contender("sha256sum -c", _shell("sha256sum -c --quiet --strict MANIFEST.sha256"), root),
         Contender("repro check --jobs 1", (*REPRO, "check", "-q", "--jobs", "1", str(root))),
         Contender("cat (read ceiling)", _shell(f"xargs -0 cat < {_q(s.bundle_files)} > /dev/null")),
+        Contender(READ_HASH, (sys.executable, "-m", "bench.ceiling", str(s.bundle_files))),
     ]
-    return _group("check", contenders, runs, warmup, say, pairs=[(0, 1), (0, 2)])
+    return _group("check", contenders, runs, warmup, say, pairs=[(0, 1), (0, 2), (0, 4)])
 
 
 def group_scan(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
@@ -219,7 +221,10 @@ def group_scan(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
             cleanup=_fresh(out),
         ),
     ]
-    return _group("scan", contenders, runs, warmup, say, pairs=[(0, 1), (3, 0)])
+    contenders.append(
+        Contender(READ_HASH, (sys.executable, "-m", "bench.ceiling", str(s.venv_files)))
+    )
+    return _group("scan", contenders, runs, warmup, say, pairs=[(0, 1), (3, 0), (0, 4)])
 
 
 def group_pack(
