@@ -557,6 +557,7 @@ class _TarStream:
     def __init__(self, stream: BinaryIO, source: str) -> None:
         self.source = source
         self.offset = 0
+        self.base = 0  # where the tar starts in `stream` (seekable, uncompressed)
         self.unread: _MemberData | None = None  # data of the member last yielded
         self._seekable = False
         self._end = 0
@@ -570,6 +571,7 @@ class _TarStream:
                 stream.seek(start)
                 raw = stream
                 self._seekable = kind == "none"
+                self.base = start
             else:
                 head = _read_head(stream, BLOCK)
                 kind = detect_compression(head, source=source)
@@ -605,6 +607,10 @@ class _TarStream:
             parts.append(data)
             have += len(data)
         return b"".join(parts)
+
+    @property
+    def seekable(self) -> bool:
+        return self._seekable
 
     def skip(self, size: int, what: str) -> None:
         if self._seekable:
@@ -853,7 +859,7 @@ class _Validator:
 
 def _iter_safe(
     stream: BinaryIO, source: str, limits: ArchiveLimits
-) -> Iterator[tuple[SafeMember, BinaryIO | None]]:
+) -> Iterator[tuple[SafeMember, BinaryIO | None, int | None]]:
     tar = _TarStream(stream, source)
     validator = _Validator(source, limits)
     for entry in _iter_entries(tar):
@@ -861,11 +867,12 @@ def _iter_safe(
         if member is None:
             continue
         if member.kind == "dir":
-            yield member, None
+            yield member, None, None
             continue
+        position = tar.base + tar.offset if tar.seekable else None
         data = _MemberData(tar, member.size, f"member {entry.name!r}")
         tar.unread = data
-        yield member, cast(BinaryIO, io.BufferedReader(data, CHUNK))
+        yield member, cast(BinaryIO, io.BufferedReader(data, CHUNK)), position
     if validator.top is None:
         raise ArchiveError(f"{source}: the archive is empty")
 
@@ -878,6 +885,17 @@ def iter_members(
     Each file member comes with a stream of its data, valid until the next member.
     Hostile members raise UnsafeArchiveError, unreadable archives ArchiveError.
     """
+    for member, data, _ in _iter_safe(stream, source, limits or ArchiveLimits()):
+        yield member, data
+
+
+def iter_members_at(
+    stream: BinaryIO, *, source: str, limits: ArchiveLimits | None = None
+) -> Iterator[tuple[SafeMember, BinaryIO | None, int | None]]:
+    """`iter_members`, with each file member's data offset in `stream` when the archive
+    is an uncompressed file (None otherwise). A member left unread is then skipped by a
+    seek, and its bytes can be read at that offset (os.pread) by other threads: the
+    members of a tar on disk can be hashed in parallel after one pass over the headers."""
     return _iter_safe(stream, source, limits or ArchiveLimits())
 
 
@@ -971,7 +989,7 @@ def _extract_into(stream: BinaryIO, staging: Path, source: str, limits: ArchiveL
     walker = _DirWalker(root_fd)
     top: str | None = None
     try:
-        for member, data in _iter_safe(stream, source, limits):
+        for member, data, _ in _iter_safe(stream, source, limits):
             top = member.top
             if data is None:
                 walker.open((member.top, *member.name.split("/")))

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from repro.archive import detect_compression, iter_members
+from repro.archive import detect_compression, iter_members_at
 from repro.errors import ArchiveError, InputError, SignatureError
-from repro.hashing import sha256_stream
+from repro.hashing import hash_spans, sha256_stream
 from repro.manifest import (
     MANIFEST_NAME,
     SIGNATURE_SUFFIX,
@@ -90,7 +90,10 @@ def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> Check
     digests: dict[str, str] = {}
     manifest_bytes: bytes | None = None
     signature: bytes | None = None
-    for member, data in iter_members(stream, source=source):
+    # An uncompressed tar on disk: one pass over the headers (data skipped by seeking),
+    # then the members hashed in parallel with pread. A stream: hashed as it passes.
+    spans: list[tuple[str, int, int]] = []
+    for member, data, position in iter_members_at(stream, source=source):
         if data is None:
             continue
         if member.name == MANIFEST_NAME:
@@ -103,10 +106,25 @@ def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> Check
             if len(signature) > MAX_SIGNATURE_BYTES:
                 raise SignatureError(f"{source}: {SIGNATURE_NAME} is too large to be a signature")
             continue
+        if position is not None:
+            spans.append((member.name, position, member.size))
+            continue
         digest, size = sha256_stream(data)
         digests[member.name] = digest
         if options.progress is not None:
             options.progress.advance(size)
+    if spans:
+        advance = options.progress.advance if options.progress is not None else None
+        try:
+            found = hash_spans(
+                stream.fileno(),
+                [(offset, size) for _, offset, size in spans],
+                jobs=options.jobs,
+                on_progress=advance,
+            )
+        except OSError as exc:
+            raise ArchiveError(f"{source}: cannot read ({exc.strerror or exc})") from exc
+        digests.update((name, digest) for (name, _, _), digest in zip(spans, found, strict=True))
     if manifest_bytes is None:
         raise InputError(
             f"{source}: the archive holds no {MANIFEST_NAME}",

@@ -9,6 +9,7 @@ into tasks of roughly equal byte counts.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import queue
@@ -16,6 +17,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -228,6 +230,49 @@ class HashPipeline:
                 self._done.put([_hash_one(path, crc) for path, crc in items])
             except BaseException as exc:  # handed to the waiting thread, raised there
                 self._done.put(exc)
+
+
+def hash_spans(
+    fd: int,
+    spans: Sequence[tuple[int, int]],
+    *,
+    jobs: int | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> list[str]:
+    """sha256 of each (offset, size) byte range of the open file `fd`, read with pread by a
+    pool of threads, largest first; digests in the order of `spans`. A range that ends
+    before its size raises OSError (the file is shorter than its index said)."""
+
+    def one(span: tuple[int, int]) -> str:
+        offset, size = span
+        digest = hashlib.sha256()
+        buffer = bytearray(min(CHUNK_SIZE, max(size, 1)))
+        view = memoryview(buffer)
+        while size:
+            count = os.preadv(fd, [view[: min(len(buffer), size)]], offset)
+            if not count:
+                raise OSError(errno.EIO, f"file ends inside bytes {offset}..{offset + size}")
+            digest.update(view[:count])
+            offset += count
+            size -= count
+        return digest.hexdigest()
+
+    order = sorted(range(len(spans)), key=lambda i: spans[i][1], reverse=True)
+    found: dict[int, str] = {}
+    workers = max(1, jobs or default_jobs())
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repro-span") as pool:
+        futures = {pool.submit(one, spans[i]): i for i in order}
+        try:
+            for future in as_completed(futures):
+                index = futures[future]
+                found[index] = future.result()
+                if on_progress is not None:
+                    on_progress(spans[index][1])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return [found[i] for i in range(len(spans))]
 
 
 class BackgroundSha256:
