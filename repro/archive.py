@@ -15,6 +15,7 @@ Imports only the standard library; `zstandard` is imported when a .zst is met.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -975,13 +976,56 @@ class _DirWalker:
             self._cached = None
 
 
-def _write_member(walker: _DirWalker, member: SafeMember, data: BinaryIO) -> None:
+def _write_member(
+    walker: _DirWalker, member: SafeMember, data: BinaryIO, at: tuple[int, int] | None = None
+) -> None:
+    """Write a member's data: with `at` (the archive's fd and the data's offset, for an
+    uncompressed archive file) copied by the kernel, else read through Python."""
     parts = (member.top, *member.name.split("/"))
     parent_fd = walker.open(parts[:-1])
     fd = os.open(parts[-1], _FILE_FLAGS, 0o600, dir_fd=parent_fd)
     with os.fdopen(fd, "wb", buffering=0) as out:
-        shutil.copyfileobj(data, out, CHUNK)
+        if at is not None:
+            _copy_range(at[0], at[1], member.size, out.fileno(), member.name)
+        else:
+            shutil.copyfileobj(data, out, CHUNK)
         os.fchmod(out.fileno(), member.mode)
+
+
+_NO_KERNEL_COPY = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)
+
+
+def _copy_range(source: int, offset: int, size: int, out: int, name: str) -> None:
+    """`size` bytes at `offset` of `source` appended to `out`: copy_file_range (no copy
+    through user space), or pread/write where the kernel or filesystem cannot."""
+    kernel = hasattr(os, "copy_file_range")
+    while size:
+        count = 0
+        if kernel:
+            try:
+                count = os.copy_file_range(source, out, min(size, 1 << 30), offset)
+            except OSError as exc:
+                if exc.errno not in _NO_KERNEL_COPY:
+                    raise
+                kernel = False
+                continue
+        else:
+            chunk = os.pread(source, min(size, CHUNK), offset)
+            count = len(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view) :]
+        if not count:
+            raise ArchiveError(f"archive is truncated: it ends inside member {name!r}")
+        offset += count
+        size -= count
+
+
+def _fileno(stream: BinaryIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _extract_into(stream: BinaryIO, staging: Path, source: str, limits: ArchiveLimits) -> Path:
@@ -989,12 +1033,18 @@ def _extract_into(stream: BinaryIO, staging: Path, source: str, limits: ArchiveL
     walker = _DirWalker(root_fd)
     top: str | None = None
     try:
-        for member, data, _ in _iter_safe(stream, source, limits):
+        source_fd = _fileno(stream)
+        for member, data, position in _iter_safe(stream, source, limits):
             top = member.top
             if data is None:
                 walker.open((member.top, *member.name.split("/")))
             else:
-                _write_member(walker, member, data)
+                at = (
+                    (source_fd, position)
+                    if source_fd is not None and position is not None
+                    else None
+                )
+                _write_member(walker, member, data, at)
         if top is None:  # only the top directory itself
             raise ArchiveError(f"{source}: the archive holds no files")
         walker.open((top,))

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -637,6 +638,47 @@ def test_extract_from_a_pipe_then_verify_then_rename(
         assert (dest / rel).stat().st_mode & 0o777 == (0o755 if executable else 0o644)
     assert (dest / "env").stat().st_mode & 0o777 == 0o755
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "dest", "first", "second"]
+
+
+def test_an_archive_file_is_extracted_by_the_kernel_and_equals_the_piped_one(
+    trees: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An uncompressed archive file: member data goes from the archive to each new file
+    by copy_file_range (spied on: the real call runs), never through Python's buffers.
+    The tree is the one a pipe gives; a file cut inside a member leaves nothing."""
+    big = tmp_path / "big"
+    shutil.copytree(trees[1], big)
+    (big / "env" / "large.bin").write_bytes(os.urandom(3 * archive.CHUNK + 5))
+    bundle = tmp_path / "b.tar"
+    pack_tree(big, bundle)
+    copied: list[int] = []
+    real = os.copy_file_range
+
+    def spy(src: int, dst: int, count: int, offset_src: int | None = None) -> int:
+        done = real(src, dst, count, offset_src)
+        copied.append(done)
+        return done
+
+    monkeypatch.setattr(os, "copy_file_range", spy)
+    from_file = extract_archive(bundle, tmp_path / "from-file", source_name="b.tar")
+    monkeypatch.undo()
+    with bundle.open("rb") as raw:
+        piped = extract_archive(
+            cast(BinaryIO, Pipe(raw.read())), tmp_path / "from-pipe", source_name="pipe"
+        )
+    files = sorted(p.relative_to(from_file) for p in from_file.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(piped) for p in piped.rglob("*") if p.is_file())
+    for rel in files:
+        assert (from_file / rel).read_bytes() == (piped / rel).read_bytes()
+        assert (from_file / rel).stat().st_mode == (piped / rel).stat().st_mode
+    assert sum(copied) == sum((from_file / rel).stat().st_size for rel in files)
+    data = bundle.read_bytes()
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(data[: data.find(b"\0" * 16, data.find(b"large.bin")) + 3 * archive.CHUNK])
+    with pytest.raises(ArchiveError, match="truncated"):
+        extract_archive(cut, tmp_path / "from-cut", source_name="cut.tar")
+    assert not (tmp_path / "from-cut").exists()
+    assert not [p for p in tmp_path.iterdir() if "staging" in p.name]
 
 
 @pytest.mark.parametrize("how", ["path", "pipe"])
