@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import zipfile
 from pathlib import Path
 
 from repro.snapshot.toolwheels import prune_tool_wheel_cache
@@ -46,6 +47,11 @@ def test_building_a_new_set_prunes_the_cache_to_its_bound(tmp_path: Path) -> Non
     wheels = tool_wheels(tmp_path, source_date_epoch=315532800)
     names = {w.name.split("-")[0] for w in wheels}
     assert {"repro", "click", "packaging"} <= names
+    for wheel in wheels:  # deflated (they go into every bundle) and still whole
+        with zipfile.ZipFile(wheel) as archive:
+            assert archive.testzip() is None
+            assert {i.compress_type for i in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+            assert any(i.filename.endswith(".dist-info/RECORD") for i in archive.infolist())
     remaining = sorted(d for d in tmp_path.iterdir() if (d / ".complete").exists())
     assert len(remaining) == KEEP_TOOL_WHEEL_SETS
     assert wheels[0].parent in remaining

@@ -72,9 +72,16 @@ def pip_freeze(
 ) -> Freeze:
     """`python -m pip freeze --all` verbatim; without pip in the target, equivalent lines
     derived from the probe, with a comment saying so."""
+    return freeze_from(run_pip_freeze(python, timeout=timeout, env=env), python, facts)
+
+
+def run_pip_freeze(
+    python: Path, *, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the target's `pip freeze --all` (it needs no probe facts: pack starts it first)."""
     argv = [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"]
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             argv,
             capture_output=True,
             timeout=timeout,
@@ -86,6 +93,12 @@ def pip_freeze(
         raise ProbeError(f"pip freeze with {python} did not finish within {timeout:g}s") from exc
     except OSError as exc:
         raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from exc
+
+
+def freeze_from(
+    proc: subprocess.CompletedProcess[bytes], python: Path, facts: EnvironmentFacts
+) -> Freeze:
+    """The freeze from a finished `run_pip_freeze`, or derived from `facts` without pip."""
     if proc.returncode == 0:
         return Freeze(proc.stdout.decode("utf-8", "replace"), derived=False)
     if b"No module named pip" not in proc.stderr:

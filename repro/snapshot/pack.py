@@ -60,11 +60,12 @@ from repro.snapshot.installed import list_installed, scheme_paths
 from repro.snapshot.lock import (
     Pin,
     WheelRef,
+    freeze_from,
     pins_from_facts,
-    pip_freeze,
     render_pylock,
     render_requirements_lock,
     requires_python_of,
+    run_pip_freeze,
 )
 from repro.snapshot.models import ModelReference, describe_model
 from repro.snapshot.modulefiles import probe_target
@@ -402,14 +403,6 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
     import_modules = (
         config.env.import_modules if options.import_modules is None else options.import_modules
     )
-    say(f"probing {python}" + (" (importing the key modules)" if import_modules else ""))
-    facts = probe_target(python, import_modules=import_modules)
-    compression = _compression(options)
-    name = bundle_name(options, config)
-    version = options.version or config.bundle.version or next_version(_output_dir(options), name)
-    output = None if options.to_stdout else _output_path(options, f"{name}-{version}", compression)
-    if output is not None:
-        _refuse_output_inside(output, facts)
     warnings: list[str] = []
     members = Members()
     cache_dir = options.cache_dir or default_cache_dir()
@@ -419,12 +412,26 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         ThreadPoolExecutor(max_workers=5, thread_name_prefix="pack-") as background,
     ):
         temp = Path(temp_name)
+        # The target's pip freeze needs nothing from the probe: it starts first and runs
+        # while the probe and then the scan go on.
+        say("freezing the pinned stack")
+        freeze_job = background.submit(run_pip_freeze, python)
+        say(f"probing {python}" + (" (importing the key modules)" if import_modules else ""))
+        facts = probe_target(python, import_modules=import_modules)
+        compression = _compression(options)
+        name = bundle_name(options, config)
+        version = (
+            options.version or config.bundle.version or next_version(_output_dir(options), name)
+        )
+        output = (
+            None if options.to_stdout else _output_path(options, f"{name}-{version}", compression)
+        )
+        if output is not None:
+            _refuse_output_inside(output, facts)
         # Runs of the target interpreter and reads of small inputs go on while the files
         # are hashed.
         units_job = background.submit(_units, options, config, facts)
         tool_job = background.submit(_tool_wheel_inputs) if options.tool_wheels else None
-        say("freezing the pinned stack")
-        freeze_job = background.submit(pip_freeze, python, facts)
         # tags and install scheme only matter when wheels are vaulted or indexes asked
         vaulting = options.wheels != "none"
         tags_job = (
@@ -543,7 +550,8 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
                     deferred=deferred,
                 ),
             )
-        members.add("env/pip-freeze.txt", freeze_job.result().text.encode())
+        freeze = freeze_from(freeze_job.result(), python, facts)
+        members.add("env/pip-freeze.txt", freeze.text.encode())
         members.add(
             "env/requirements.lock",
             render_requirements_lock(pins, indexes, hashes=hashes or None).encode(),
