@@ -166,7 +166,7 @@ class DeterministicTarWriter:
         self._kinds: dict[str, Kind] = {}
         self._folded: dict[str, str] = {}
         self._digests: dict[str, str] = {}
-        self._reserved: dict[str, tuple[int, int, bool]] = {}  # rel -> offset, size, exec
+        self._reserved: dict[str, tuple[int, int]] = {}  # rel -> data offset, size
         self._state: Literal["open", "closed", "failed"] = "open"
         self._emit_header(top, directory=True, mode=DIR_MODE, size=0)
 
@@ -309,7 +309,7 @@ class DeterministicTarWriter:
         parents = self._admit(rel, "file")
         size = len(placeholder)
         self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
-        self._reserved[rel] = (self._sink.tell(), size, executable)
+        self._reserved[rel] = (self._sink.tell(), size)
         self._write(placeholder)
         self._write(tarformat.padding(size))
 
@@ -318,7 +318,7 @@ class DeterministicTarWriter:
         self._check_open()
         if rel not in self._reserved:
             raise InputError(f"archive {self._top}: {rel} was not reserved")
-        offset, size, _ = self._reserved[rel]
+        offset, size = self._reserved[rel]
         if len(data) != size:
             self._state = "failed"
             raise InputError(

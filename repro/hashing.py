@@ -124,10 +124,6 @@ def file_digest(path: Path) -> HashResult:
     return _hash_one(path, crc=True)
 
 
-def _hash_batch(paths: Sequence[Path], crc: AbstractSet[Path] | bool) -> list[HashResult]:
-    return [_hash_one(path, crc is True or (crc is not False and path in crc)) for path in paths]
-
-
 # (priority, sequence, files with their crc flag); None is a worker's stop mark
 _Task = tuple[int, int, list[tuple[str, bool]] | None]
 

@@ -157,26 +157,36 @@ def scan_environment(
             pipeline.submit(path, 0)
         hashed = pipeline.finish(on_progress)
 
-    paths = sorted(owned)
     missing = os.strerror(errno.ENOENT)
-    results = [
-        hashed[p] for p in paths if not (hashed[p].digest is None and hashed[p].error == missing)
-    ]
     patched: list[PatchedFile] = []
     unreadable: list[UnreadableFile] = []
+    checked_files = 0
     checked_bytes = 0
     scripts_dir = os.path.normpath(facts.python.scripts)
-    for result in results:
-        item = owned[result.path]
+    for path in sorted(owned):
+        item = owned[path]
+        result = hashed[path]
+        if result.digest is None and result.error == missing:
+            patched.append(
+                PatchedFile(
+                    item.dist.name,
+                    item.dist.version,
+                    item.entry.path,
+                    "deleted",
+                    item.entry.sha256,
+                    None,
+                    item.entry.size or 0,
+                )
+            )
+            continue
+        checked_files += 1
         if result.digest is None:
             unreadable.append(UnreadableFile(item.dist.name, item.entry.path, result.error or ""))
             continue
         checked_bytes += result.size
         if result.digest == item.entry.sha256:
             continue
-        if os.path.dirname(result.path) == scripts_dir and _only_shebang_differs(
-            Path(result.path), item, facts
-        ):
+        if os.path.dirname(path) == scripts_dir and _only_shebang_differs(Path(path), item, facts):
             continue
         patched.append(
             PatchedFile(
@@ -189,21 +199,6 @@ def scan_environment(
                 result.size,
             )
         )
-    present = {r.path for r in results}
-    for path in paths:
-        if path not in present:
-            item = owned[path]
-            patched.append(
-                PatchedFile(
-                    item.dist.name,
-                    item.dist.version,
-                    item.entry.path,
-                    "deleted",
-                    item.entry.sha256,
-                    None,
-                    item.entry.size or 0,
-                )
-            )
     added = [
         PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
         for path, (dist, relative) in candidates.items()
@@ -214,7 +209,7 @@ def scan_environment(
     return ScanReport(
         dists_scanned=tuple(d.name for d in dists),
         dists_skipped=skipped,
-        files_checked=len(results) + len(added),
+        files_checked=checked_files + len(added),
         bytes_checked=checked_bytes + added_bytes,
         patched=tuple(sorted(patched, key=lambda p: (normalize_name(p.dist), p.path))),
         unreadable=tuple(unreadable),
