@@ -674,10 +674,15 @@ def test_a_failed_pack_leaves_nothing_behind(
     assert list(out.iterdir()) == [], message
 
 
-def test_writeback_hands_what_was_written_to_the_kernel_while_writing(tmp_path: Path) -> None:
-    """The bundle's pages start for the disk during the pack, not all at the final fsync:
-    a real sync_file_range on a real file (Linux)."""
+def test_writeback_hands_what_was_written_to_the_kernel_while_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written through the page cache (REPRO_DIRECT_IO=0, or a file system without
+    O_DIRECT), the bundle's pages start for the disk during the pack, not all at the final
+    fsync: a real sync_file_range on a real file (Linux)."""
     from repro.snapshot.bundlewriter import Writeback, partial_output
+
+    monkeypatch.setenv("REPRO_DIRECT_IO", "0")
 
     target = tmp_path / "out.bin"
     data = os.urandom(8 << 20)

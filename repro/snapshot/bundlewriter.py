@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from repro.archive import Compression, DeterministicTarWriter, member_order
+from repro.directio import DirectWriter, open_direct
 from repro.errors import InputError
 from repro.manifest import MANIFEST_NAME, format_manifest
 from repro.signing import SIGNATURE_NAME, sign_manifest
@@ -140,18 +141,30 @@ class Writeback:
 @contextlib.contextmanager
 def partial_output(output: Path) -> Iterator[BinaryIO]:
     """A temp file beside `output`, renamed over it only when everything was written
-    (and made durable: fsync before the rename)."""
+    (and made durable: fsync before the rename). Written past the page cache
+    (`repro.directio`) where the file system allows it and REPRO_DIRECT_IO is not 0;
+    else through it, with writeback started as the file grows."""
     output.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
     temp = Path(name)
     try:
         with os.fdopen(fd, "wb") as stream:
-            writeback = Writeback(stream.fileno())
-            try:
-                yield stream
-                stream.flush()
-            finally:
-                writeback.close()
+            direct = open_direct(temp) if os.environ.get("REPRO_DIRECT_IO") != "0" else None
+            if direct is not None:
+                writer = DirectWriter(stream.fileno(), direct)
+                try:
+                    yield cast(BinaryIO, writer)
+                except BaseException:
+                    writer.abort()
+                    raise
+                writer.close()
+            else:
+                writeback = Writeback(stream.fileno())
+                try:
+                    yield stream
+                    stream.flush()
+                finally:
+                    writeback.close()
             os.fsync(stream.fileno())
         os.chmod(temp, 0o644)
         os.replace(temp, output)
