@@ -15,7 +15,7 @@ Imports only the standard library; `zstandard` is imported when a .zst is met.
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import gzip
 import hashlib
 import io
@@ -35,6 +35,7 @@ from typing import IO, Any, BinaryIO, Literal, cast
 from repro import tarformat
 from repro.errors import ArchiveError, InputError, UnsafeArchiveError, UsageError
 from repro.hashing import BackgroundSha256
+from repro.membercopy import MemberCopier
 from repro.tarformat import BLOCK, name_problem
 
 Compression = Literal["none", "gz", "zst"]
@@ -976,49 +977,30 @@ class _DirWalker:
             self._cached = None
 
 
-def _write_member(
-    walker: _DirWalker, member: SafeMember, data: BinaryIO, at: tuple[int, int] | None = None
-) -> None:
-    """Write a member's data: with `at` (the archive's fd and the data's offset, for an
-    uncompressed archive file) copied by the kernel, else read through Python."""
+def _create_member(walker: _DirWalker, member: SafeMember) -> int:
+    """A new file for `member` (O_EXCL, no links followed), with its mode; its fd."""
     parts = (member.top, *member.name.split("/"))
     parent_fd = walker.open(parts[:-1])
     fd = os.open(parts[-1], _FILE_FLAGS, 0o600, dir_fd=parent_fd)
-    with os.fdopen(fd, "wb", buffering=0) as out:
-        if at is not None:
-            _copy_range(at[0], at[1], member.size, out.fileno(), member.name)
-        else:
-            shutil.copyfileobj(data, out, CHUNK)
-        os.fchmod(out.fileno(), member.mode)
+    try:
+        os.fchmod(fd, member.mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
-_NO_KERNEL_COPY = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)
-
-
-def _copy_range(source: int, offset: int, size: int, out: int, name: str) -> None:
-    """`size` bytes at `offset` of `source` appended to `out`: copy_file_range (no copy
-    through user space), or pread/write where the kernel or filesystem cannot."""
-    kernel = hasattr(os, "copy_file_range")
-    while size:
-        count = 0
-        if kernel:
-            try:
-                count = os.copy_file_range(source, out, min(size, 1 << 30), offset)
-            except OSError as exc:
-                if exc.errno not in _NO_KERNEL_COPY:
-                    raise
-                kernel = False
-                continue
-        else:
-            chunk = os.pread(source, min(size, CHUNK), offset)
-            count = len(chunk)
+def _write_member(walker: _DirWalker, member: SafeMember, data: BinaryIO) -> str:
+    """Write a member's data read through Python (a pipe or a compressed archive),
+    hashing it as it passes; return its sha256."""
+    digest = hashlib.sha256()
+    with os.fdopen(_create_member(walker, member), "wb", buffering=0) as out:
+        while chunk := data.read(CHUNK):
+            digest.update(chunk)
             view = memoryview(chunk)
             while view:
-                view = view[os.write(out, view) :]
-        if not count:
-            raise ArchiveError(f"archive is truncated: it ends inside member {name!r}")
-        offset += count
-        size -= count
+                view = view[out.write(view) or 0 :]
+    return digest.hexdigest()
 
 
 def _fileno(stream: BinaryIO) -> int | None:
@@ -1028,23 +1010,30 @@ def _fileno(stream: BinaryIO) -> int | None:
         return None
 
 
-def _extract_into(stream: BinaryIO, staging: Path, source: str, limits: ArchiveLimits) -> Path:
+def _extract_into(
+    stream: BinaryIO, staging: Path, source: str, limits: ArchiveLimits, digests: dict[str, str]
+) -> Path:
     root_fd = os.open(staging, _DIR_FLAGS)
     walker = _DirWalker(root_fd)
     top: str | None = None
+    source_fd = _fileno(stream)
     try:
-        source_fd = _fileno(stream)
-        for member, data, position in _iter_safe(stream, source, limits):
-            top = member.top
-            if data is None:
-                walker.open((member.top, *member.name.split("/")))
-            else:
-                at = (
-                    (source_fd, position)
-                    if source_fd is not None and position is not None
-                    else None
-                )
-                _write_member(walker, member, data, at)
+        with contextlib.ExitStack() as stack:
+            copier: MemberCopier | None = None
+            for member, data, position in _iter_safe(stream, source, limits):
+                top = member.top
+                if data is None:
+                    walker.open((member.top, *member.name.split("/")))
+                elif source_fd is not None and position is not None:
+                    # an uncompressed archive file: members copied at their offsets
+                    if copier is None:
+                        copier = stack.enter_context(MemberCopier(source_fd, source))
+                    out = _create_member(walker, member)
+                    copier.submit(member.name, out, position, member.size)
+                else:
+                    digests[member.name] = _write_member(walker, member, data)
+            if copier is not None:
+                digests.update(copier.finish())
         if top is None:  # only the top directory itself
             raise ArchiveError(f"{source}: the archive holds no files")
         walker.open((top,))
@@ -1063,11 +1052,14 @@ def extract_archive(
     source_name: str,
     limits: ArchiveLimits | None = None,
     verify: Callable[[Path], None] | None = None,
+    digests: dict[str, str] | None = None,
 ) -> Path:
     """Extract the archive's top-level directory as `dest`; return `dest`.
 
     Everything is extracted into a staging directory beside `dest` and checked by
-    `verify` there; only then is it renamed into place. On any failure the staging
+    `verify` there (with `digests` given, filled first with the sha256 of every file
+    written, by its path below the top directory, taken from the bytes as they were
+    written); only then is it renamed into place. On any failure the staging
     directory is removed and `dest` is left as it was. A seekable archive is scanned
     completely before anything is written.
     """
@@ -1079,8 +1071,8 @@ def extract_archive(
         except OSError as exc:
             raise ArchiveError(f"cannot open {source}: {exc.strerror}") from exc
         with stream:
-            return _extract(cast(BinaryIO, stream), dest, source_name, limits, verify)
-    return _extract(source, dest, source_name, limits, verify)
+            return _extract(cast(BinaryIO, stream), dest, source_name, limits, verify, digests)
+    return _extract(source, dest, source_name, limits, verify, digests)
 
 
 def _extract(
@@ -1089,6 +1081,7 @@ def _extract(
     source_name: str,
     limits: ArchiveLimits,
     verify: Callable[[Path], None] | None,
+    digests: dict[str, str] | None,
 ) -> Path:
     if _is_seekable(stream):
         start = stream.tell()
@@ -1103,7 +1096,8 @@ def _extract(
             f"cannot create a staging directory beside {dest}: {exc.strerror}"
         ) from exc
     try:
-        top = _extract_into(stream, staging, source_name, limits)
+        written = {} if digests is None else digests
+        top = _extract_into(stream, staging, source_name, limits, written)
         if verify is not None:
             verify(top)
         _check_dest(dest)

@@ -137,7 +137,7 @@ class DirectWriter:
                     self._full.put((self._buffer, self._base, whole))
                 self._finish_thread()
                 if self._error is None and tail:
-                    _pwrite_all(self._fd, memoryview(tail), self._base + whole)
+                    pwrite_all(self._fd, memoryview(tail), self._base + whole)
         finally:
             self._finish_thread()
             if self._direct is not None:
@@ -190,7 +190,7 @@ class DirectWriter:
         self._check()
         handed = max(0, min(len(view), self._base - start))
         if handed:
-            _pwrite_all(self._fd, view[:handed], start)
+            pwrite_all(self._fd, view[:handed], start)
         if handed < len(view):
             at = start + handed - self._base
             self._buffer[at : at + len(view) - handed] = view[handed:]
@@ -220,7 +220,7 @@ class DirectWriter:
     def _write_block(self, view: memoryview, offset: int) -> None:
         if self._direct is not None:
             try:
-                _pwrite_all(self._direct, view, offset)
+                pwrite_all(self._direct, view, offset)
                 return
             except OSError as exc:
                 if exc.errno != errno.EINVAL or offset:
@@ -229,10 +229,10 @@ class DirectWriter:
                 with contextlib.suppress(OSError):
                     os.close(self._direct)
                 self._direct = None
-        _pwrite_all(self._fd, view, offset)
+        pwrite_all(self._fd, view, offset)
 
 
-def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+def pwrite_all(fd: int, view: memoryview, offset: int) -> None:
     while view:
         done = os.pwrite(fd, view, offset)
         if done <= 0:

@@ -626,12 +626,21 @@ def verify_directory(
     *,
     jobs: int | None,
     on_progress: ProgressSink | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> CheckReport:
     """Check a tree against a manifest: hash the listed files in parallel and find
-    unlisted ones. Raises InputError when the manifest or root cannot be read."""
+    unlisted ones. Raises InputError when the manifest or root cannot be read.
+
+    `known`: digests of files this process itself wrote into `root` (an extraction into
+    its private staging directory, hashed as written), by manifest path; they are taken
+    instead of read back. Every other listed file is hashed."""
     manifest = read_manifest(manifest_path)
     tree = scan_tree(root)
     plan = _plan_hashing(root, manifest, tree)
+    actual: dict[str, str] = {}
+    if known:
+        actual.update((path, known[path]) for path, _, _ in plan.to_hash if path in known)
+        plan = replace(plan, to_hash=tuple(item for item in plan.to_hash if item[0] not in known))
     if plan.escapes:
         escaped = {r.path for r in plan.escapes}
         manifest = replace(
@@ -646,7 +655,6 @@ def verify_directory(
         jobs=jobs,
         on_progress=on_progress.advance if on_progress is not None else None,
     )
-    actual: dict[str, str] = {}
     failures = dict(plan.failures)
     for (path, _, _), result in zip(plan.to_hash, results, strict=True):
         if result.digest is None:

@@ -640,38 +640,62 @@ def test_extract_from_a_pipe_then_verify_then_rename(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "dest", "first", "second"]
 
 
-def test_an_archive_file_is_extracted_by_the_kernel_and_equals_the_piped_one(
+def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one(
     trees: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An uncompressed archive file: member data goes from the archive to each new file
-    by copy_file_range (spied on: the real call runs), never through Python's buffers.
-    The tree is the one a pipe gives; a file cut inside a member leaves nothing."""
+    """An uncompressed archive file: each member is read once at its offset (preadv,
+    spied on: the real call runs), hashed, and written, a large one past the page cache
+    (O_DIRECT switched on for its descriptor). The tree and the digests handed out are
+    those a pipe gives; a file cut inside a member leaves nothing."""
+    import fcntl
+
+    from repro import membercopy
+
     big = tmp_path / "big"
     shutil.copytree(trees[1], big)
-    (big / "env" / "large.bin").write_bytes(os.urandom(3 * archive.CHUNK + 5))
+    (big / "env" / "large.bin").write_bytes(os.urandom(membercopy.COPY_BUFFER + 3 * 4096 + 5))
     bundle = tmp_path / "b.tar"
     pack_tree(big, bundle)
-    copied: list[int] = []
-    real = os.copy_file_range
+    read: list[int] = []
+    direct_on: list[int] = []
+    real_preadv, real_fcntl = os.preadv, fcntl.fcntl
 
-    def spy(src: int, dst: int, count: int, offset_src: int | None = None) -> int:
-        done = real(src, dst, count, offset_src)
-        copied.append(done)
+    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
+        done = real_preadv(fd, buffers, offset)
+        read.append(done)
         return done
 
-    monkeypatch.setattr(os, "copy_file_range", spy)
-    from_file = extract_archive(bundle, tmp_path / "from-file", source_name="b.tar")
+    def spy_fcntl(fd: int, cmd: int, arg: int = 0) -> int:
+        if cmd == fcntl.F_SETFL and arg & os.O_DIRECT:
+            direct_on.append(fd)
+        return real_fcntl(fd, cmd, arg)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    monkeypatch.setattr(fcntl, "fcntl", spy_fcntl)
+    from_file_digests: dict[str, str] = {}
+    from_file = extract_archive(
+        bundle, tmp_path / "from-file", source_name="b.tar", digests=from_file_digests
+    )
     monkeypatch.undo()
+    piped_digests: dict[str, str] = {}
     with bundle.open("rb") as raw:
         piped = extract_archive(
-            cast(BinaryIO, Pipe(raw.read())), tmp_path / "from-pipe", source_name="pipe"
+            cast(BinaryIO, Pipe(raw.read())),
+            tmp_path / "from-pipe",
+            source_name="pipe",
+            digests=piped_digests,
         )
     files = sorted(p.relative_to(from_file) for p in from_file.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(piped) for p in piped.rglob("*") if p.is_file())
     for rel in files:
         assert (from_file / rel).read_bytes() == (piped / rel).read_bytes()
         assert (from_file / rel).stat().st_mode == (piped / rel).stat().st_mode
-    assert sum(copied) == sum((from_file / rel).stat().st_size for rel in files)
+    expected = {rel.as_posix(): hashlib.sha256((from_file / rel).read_bytes()).hexdigest()
+                for rel in files}  # fmt: skip
+    assert from_file_digests == expected == piped_digests
+    assert sum(read) == sum((from_file / rel).stat().st_size for rel in files)
+    large = [rel for rel in files if (from_file / rel).stat().st_size >= membercopy.DIRECT_MIN]
+    assert len(direct_on) == len(large) >= 1
     data = bundle.read_bytes()
     cut = tmp_path / "cut.tar"
     cut.write_bytes(data[: data.find(b"\0" * 16, data.find(b"large.bin")) + 3 * archive.CHUNK])

@@ -595,3 +595,28 @@ def test_scan_tree_does_not_follow_symlinked_directories(tmp_path: Path) -> None
 
 def test_manifest_entry_equality_ignores_line_number() -> None:
     assert ManifestEntry("a", A, False, 3) == ManifestEntry("a", A, False, 9)
+
+
+def test_known_digests_are_taken_and_every_other_file_is_hashed(tmp_path: Path) -> None:
+    """An unpack hands the digests it took while extracting: those files are not read
+    back (a known digest that disagrees is a mismatch, though the file on disk matches);
+    files without one are hashed from disk as always (a changed one is caught)."""
+    files = {"a.bin": b"alpha" * 1000, "b.bin": b"beta", "sub/c.txt": b"gamma"}
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    manifest = format_manifest(
+        (rel, hashlib.sha256(data).hexdigest()) for rel, data in sorted(files.items())
+    )
+    (tmp_path / MANIFEST_NAME).write_bytes(manifest)
+    truth = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+    assert verify_directory(tmp_path, tmp_path / MANIFEST_NAME, jobs=2, known=truth).passed(
+        ignore_missing=False, strict=True
+    )
+    wrong = {**truth, "a.bin": hashlib.sha256(b"not what was written").hexdigest()}
+    report = verify_directory(tmp_path, tmp_path / MANIFEST_NAME, jobs=2, known=wrong)
+    assert [m.path for m in report.mismatched] == ["a.bin"]
+    (tmp_path / "b.bin").write_bytes(b"changed after extraction")
+    partial = {"a.bin": truth["a.bin"]}
+    report = verify_directory(tmp_path, tmp_path / MANIFEST_NAME, jobs=2, known=partial)
+    assert [m.path for m in report.mismatched] == ["b.bin"]

@@ -17,7 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -164,10 +164,14 @@ def _verified(report: CheckReport, where: str) -> None:
 
 
 def verify_bundle_dir(
-    bundle_dir: Path, where: str, signature: SignaturePolicy | None = None
+    bundle_dir: Path,
+    where: str,
+    signature: SignaturePolicy | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> BundleInfo:
     """Signature first (when asked for), then every file against the manifest, then
-    bundle.toml."""
+    bundle.toml. `known`: digests taken while this process extracted the files (see
+    `verify_directory`)."""
     if signature is not None and signature.active:
         manifest = bundle_dir / MANIFEST_NAME
         if not manifest.is_file():
@@ -179,7 +183,9 @@ def verify_bundle_dir(
             signature,
             source=where,
         )
-    _verified(verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=None), where)
+    _verified(
+        verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=None, known=known), where
+    )
     toml = bundle_dir / "bundle.toml"
     if not toml.is_file():
         raise VerificationError(f"{where}: the bundle has no bundle.toml")
@@ -233,12 +239,13 @@ def read_bundle(
     _remove_stale_staging(staging_parent)
     dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
     infos: list[BundleInfo] = []
+    written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
     def verify(top: Path) -> None:
-        infos.append(verify_bundle_dir(top, bundle, signature))
+        infos.append(verify_bundle_dir(top, bundle, signature, known=written))
 
     with _open_source(bundle) as (source, name):
-        extract_archive(source, dest, source_name=name, verify=verify)
+        extract_archive(source, dest, source_name=name, verify=verify, digests=written)
     return dest, infos[0], True
 
 
