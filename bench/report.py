@@ -9,6 +9,9 @@ from typing import Any
 # bench/ceiling.py: threads that only read and sha256 the files, what any Python hasher
 # pays here (reading through the page cache costs CPU that the limit leaves out)
 READ_HASH = "read+sha256 ceiling (bench/ceiling.py)"
+WRITE_CEILING = "write ceiling: cat | dd oflag=direct, sync"
+# results files written before 2026-12-01 wrote through the page cache
+OLD_WRITE_CEILING = "write ceiling: cat > file, fsync"
 
 RSS_GOAL_MIB = 150.0
 
@@ -115,7 +118,9 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
             "venv-pack --format tar, then sync of its output",
         )
         add("pack --wheels all / (venv-pack + sync) (info)", r, "<= 0.5", _at_most(r, 0.5))
-        r = _ratio(groups["pack"], "repro pack --wheels all", "write ceiling: cat > file, fsync")
+        r = _ratio(groups["pack"], "repro pack --wheels all", WRITE_CEILING)
+        if r is None:
+            r = _ratio(groups["pack"], "repro pack --wheels all", OLD_WRITE_CEILING)
         add("pack --wheels all / write ceiling (info)", r, "-", None)
     if "unpack" in groups:
         for name, label in (

@@ -168,6 +168,7 @@ class DeterministicTarWriter:
         self._folded: dict[str, str] = {}
         self._digests: dict[str, str] = {}
         self._reserved: dict[str, tuple[int, int]] = {}  # rel -> data offset, size
+        self._unsettled: set[str] = set()  # added with hashed_elsewhere, no digest yet
         self._state: Literal["open", "closed", "failed"] = "open"
         self._emit_header(top, directory=True, mode=DIR_MODE, size=0)
 
@@ -247,16 +248,23 @@ class DeterministicTarWriter:
         *,
         digest: str | None = None,
         executable: bool = False,
+        hashed_elsewhere: bool = False,
     ) -> str:
         """Add `size` bytes that `pieces` yields as the file `rel`; return its sha256.
 
         A `digest` computed ahead (a rebuilt wheel hashed in parallel) is taken as it is
         and the bytes are not hashed again; without one they are hashed as they pass.
-        Pieces that add up to more or less than `size` stop the archive.
+        With `hashed_elsewhere` they are not hashed here either: the caller hashes the
+        same bytes in parallel and hands the digest to `settle` before the archive is
+        closed (returns ""). Pieces that add up to more or less than `size` stop the
+        archive.
         """
         self._check_open()
         parents = self._admit(rel, "file")
         self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
+        if hashed_elsewhere:
+            digest = ""
+            self._unsettled.add(rel)
         hasher = None if digest is not None else _hasher(size)
         written = 0
         try:
@@ -337,6 +345,13 @@ class DeterministicTarWriter:
         self._digests[rel] = hashlib.sha256(data).hexdigest()
         return self._digests[rel]
 
+    def settle(self, rel: str, digest: str) -> None:
+        """The sha256 of a member added with `hashed_elsewhere`."""
+        if rel not in self._unsettled:
+            raise InputError(f"archive {self._top}: {rel} is not waiting for its digest")
+        self._unsettled.discard(rel)
+        self._digests[rel] = digest
+
     def add_directory(self, rel: str) -> None:
         """Add an (empty, or not yet filled) directory `rel`."""
         self._check_open()
@@ -347,10 +362,13 @@ class DeterministicTarWriter:
         """Write the end-of-archive marker and finish compression; `out` stays open."""
         if self._state != "open":
             return
-        if self._reserved:
+        if self._reserved or self._unsettled:
             self._abort()
-            unfilled = ", ".join(sorted(self._reserved))
-            raise InputError(f"archive {self._top}: reserved but never filled: {unfilled}")
+            unfilled = ", ".join(sorted([*self._reserved, *self._unsettled]))
+            raise InputError(
+                f"archive {self._top}: reserved but never filled, or never given its "
+                f"digest: {unfilled}"
+            )
         self._write(tarformat.end_of_archive(self._written))
         if self._gzip is not None:
             self._gzip.close()

@@ -14,13 +14,14 @@ import hashlib
 import os
 import queue
 import threading
-import zlib
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from repro.crc import crc32
 
 CHUNK_SIZE = 1 << 20
 BATCH_BYTES = 32 << 20
@@ -89,7 +90,7 @@ def _hash_one(path: Path | str, crc: bool = False) -> HashResult:
             if len(data) > info.st_size:
                 data += b"".join(iter(lambda: os.read(fd, CHUNK_SIZE), b""))
             digest, size = hashlib.sha256(data).hexdigest(), len(data)
-            checksum = zlib.crc32(data) if crc else None
+            checksum = crc32(data) if crc else None
         else:
             with open(fd, "rb", buffering=0, closefd=False) as stream:
                 digest, size, checksum = _hash_stream_crc(stream, crc)
@@ -114,7 +115,7 @@ def _hash_stream_crc(stream: BinaryIO, crc: bool) -> tuple[str, int, int | None]
         if not count:
             break
         sha.update(view[:count])
-        checksum = zlib.crc32(view[:count], checksum)
+        checksum = crc32(view[:count], checksum)
         size += count
     return sha.hexdigest(), size, checksum
 

@@ -363,7 +363,7 @@ def test_reserve_needs_a_seekable_output_and_a_fill_of_the_same_length(tmp_path:
         w.add_bytes("later", b"x")
     unfilled = writer()
     unfilled.reserve("lock", b"0000")
-    with pytest.raises(InputError, match="reserved but never filled: lock"):
+    with pytest.raises(InputError, match="never filled, or never given its digest: lock"):
         unfilled.close()
     with pytest.raises(InputError, match="was not reserved"):
         writer().fill("lock", b"0000")

@@ -38,7 +38,7 @@ CONTENDERS = {
         "repro pack --wheels all",
         "tar cf + sha256sum",
         "repro pack --wheels all --jobs 1",
-        "write ceiling: cat > file, fsync",
+        "write ceiling: cat | dd oflag=direct, sync",
         "venv-pack --format tar",
         "venv-pack --format tar, then sync of its output",
     ],

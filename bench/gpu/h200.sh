@@ -84,6 +84,12 @@ t=$(now); tar xf /tmp/venv.tar -C /tmp/copy; T[tar_xf]=$(ms_since $t)
 t=$(now); "${R[@]}" smoke --python /tmp/copy/venv/bin/python --rungs python,torch --json > /tmp/copy-smoke.json
 T[copy_smoke]=$(ms_since $t)
 rm -rf /tmp/copy /tmp/venv.tar
+echo "-- venv-pack of the same venv (its wheel carried in .whl/)"
+t=$(now); python3 -c 'import sys; from venv_pack.__main__ import main; sys.argv[0] = "venv-pack"; main()' \
+    -p /tmp/oldbox/venv -o /tmp/venv-pack.tar --format tar -q; echo "venv-pack exit $?"
+T[venv_pack]=$(ms_since $t)
+t=$(now); sync /tmp/venv-pack.tar; T[venv_pack_sync]=$(ms_since $t)
+rm -f /tmp/venv-pack.tar
 
 echo "-- repro: pack --wheels all, check, unpack --offline, ladder"
 stamp() { python3 -c 'import sys, time
@@ -140,6 +146,8 @@ doc = {
     "repro_pack_check_unpack_ladder_s": repro_total,
     "ratio_repro_to_copy": repro_total / copy if copy else None,
     "ratio_pack_to_tar_cf_plus_sha256sum": t.get("pack", 0) / (t.get("tar_cf", 0) + t.get("tar_sha256sum", 0) or 1),
+    "ratio_pack_to_venv_pack": t["pack"] / t["venv_pack"] if t.get("venv_pack") else None,
+    "ratio_pack_to_venv_pack_with_sync": t["pack"] / (t["venv_pack"] + t.get("venv_pack_sync", 0)) if t.get("venv_pack") else None,
     "ratio_pack_wheels_none_to_scan": t["pack_wheels_none"] / t["scan"] if t.get("scan") else None,
     "ratio_unpack_no_smoke_to_tar_xf": t.get("unpack_no_smoke", 0) / t["tar_xf"] if t.get("tar_xf") else None,
     "ratio_unpack_to_tar_xf": t.get("unpack_with_ladder", 0) / (t.get("tar_xf", 1) or 1),

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -24,6 +25,7 @@ from typing import BinaryIO, cast
 from repro.archive import Compression, DeterministicTarWriter, member_order
 from repro.directio import DirectWriter, open_direct
 from repro.errors import InputError
+from repro.hashing import default_jobs
 from repro.manifest import MANIFEST_NAME, format_manifest
 from repro.signing import SIGNATURE_NAME, sign_manifest
 from repro.snapshot.zipstream import ZipPlan
@@ -183,8 +185,12 @@ def stream_members(
     compression: Compression,
     sign: Path | None,
     fill: Fill | None = None,
+    jobs: int | None = None,
 ) -> None:
-    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
+    with (
+        DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer,
+        _WheelHashes(members, jobs) as hashes,
+    ):
         taken: dict[str, str] = {}
         for rel in sorted(members.items, key=member_order):
             content = members.items[rel]
@@ -192,13 +198,18 @@ def stream_members(
             if isinstance(content, Path):
                 writer.add_file(rel, content, executable=executable or None)
             elif isinstance(content, Streamed):
-                digest = _add_streamed(writer, rel, content)
-                if content.deferred:
+                digest = _add_streamed(writer, rel, content, hashed_elsewhere=rel in hashes)
+                if content.deferred and rel not in hashes:
                     taken[content.sha256] = digest
             elif isinstance(content, Reserved):
                 writer.reserve(rel, content.placeholder, executable=executable)
             else:
                 writer.add_bytes(rel, content, executable=executable)
+        for rel, digest in hashes.results():
+            writer.settle(rel, digest)
+            content = members.items[rel]
+            assert isinstance(content, Streamed)
+            taken[content.sha256] = digest
         if fill is not None:
             for rel, data in fill(taken).items():
                 writer.fill(rel, data)
@@ -208,10 +219,54 @@ def stream_members(
             writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
 
 
-def _add_streamed(writer: DeterministicTarWriter, rel: str, content: Streamed) -> str:
+class _WheelHashes:
+    """The sha256 of the rebuilt wheels whose digests are deferred, taken by a pool of
+    threads from a second read of their files while the writer streams them into the
+    tar unhashed: one SHA-256 stream per wheel is serial and was the pack's bottleneck
+    once the writing left the page cache (bench/README.md). Both reads check each file's
+    size and mtime against the scan, as the write does. Started in archive order, so the
+    first wheels written are the first hashed."""
+
+    def __init__(self, members: Members, jobs: int | None) -> None:
+        plans = {
+            rel: content.plan
+            for rel, content in sorted(members.items.items(), key=lambda i: member_order(i[0]))
+            if isinstance(content, Streamed) and content.deferred and content.plan is not None
+        }
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, jobs or default_jobs()), thread_name_prefix="repro-wheel-hash"
+        )
+        self._futures = {rel: self._pool.submit(plan.sha256) for rel, plan in plans.items()}
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self._futures
+
+    def __enter__(self) -> _WheelHashes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self._futures.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def results(self) -> Iterator[tuple[str, str]]:
+        for rel, future in self._futures.items():
+            yield rel, future.result()
+
+
+def _add_streamed(
+    writer: DeterministicTarWriter, rel: str, content: Streamed, *, hashed_elsewhere: bool
+) -> str:
+    """Add a vault wheel; return its sha256 ("" when `hashed_elsewhere`)."""
     known = None if content.deferred else content.sha256
     if content.plan is not None:
-        return writer.add_stream(rel, content.size, content.plan.iter_bytes(), digest=known)
+        return writer.add_stream(
+            rel,
+            content.size,
+            content.plan.iter_bytes(),
+            digest=known,
+            hashed_elsewhere=hashed_elsewhere,
+        )
     assert content.path is not None
     digest = writer.add_file(rel, content.path)
     if known is not None and digest != known:
@@ -232,17 +287,32 @@ def write_bundle(
     compression: Compression,
     sign: Path | None = None,
     fill: Fill | None = None,
+    jobs: int | None = None,
 ) -> int:
     """Write the archive to `output` (stdout when None); return its size in bytes."""
     if output is None:
         stdout = sys.stdout.buffer
         stream_members(
-            members, stdout, top=top, mtime=mtime, compression=compression, sign=sign, fill=fill
+            members,
+            stdout,
+            top=top,
+            mtime=mtime,
+            compression=compression,
+            sign=sign,
+            fill=fill,
+            jobs=jobs,
         )
         stdout.flush()
         return 0
     with partial_output(output) as stream:
         stream_members(
-            members, stream, top=top, mtime=mtime, compression=compression, sign=sign, fill=fill
+            members,
+            stream,
+            top=top,
+            mtime=mtime,
+            compression=compression,
+            sign=sign,
+            fill=fill,
+            jobs=jobs,
         )
     return output.stat().st_size

@@ -632,6 +632,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             compression=compression,
             sign=options.sign,
             fill=fill,
+            jobs=options.jobs,
         )
 
     return PackResult(

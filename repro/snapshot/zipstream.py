@@ -19,11 +19,11 @@ import functools
 import hashlib
 import os
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.crc import crc32
 from repro.errors import InputError
 
 CHUNK = 1 << 20
@@ -57,7 +57,7 @@ class ZipMember:
 
     @classmethod
     def from_bytes(cls, arcname: str, data: bytes, *, executable: bool = False) -> ZipMember:
-        return cls(arcname, len(data), zlib.crc32(data), executable, data=data)
+        return cls(arcname, len(data), crc32(data), executable, data=data)
 
 
 def dos_date_time(date_time: Sequence[int]) -> tuple[int, int]:

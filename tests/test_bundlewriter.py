@@ -1,0 +1,121 @@
+"""The bundle writer: vault wheels hashed by a pool while the tar streams them unhashed,
+lock files filled in afterwards. Real files, real plans, a real tar on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+import threading
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from repro.archive import DeterministicTarWriter
+from repro.crc import crc32
+from repro.errors import InputError
+from repro.snapshot.bundlewriter import Members, Reserved, Streamed, write_bundle
+from repro.snapshot.zipstream import ZipMember, ZipPlan
+
+DATE = (2020, 1, 1, 0, 0, 0)
+
+
+def _plan(root: Path, name: str, sizes: list[int]) -> ZipPlan:
+    members = []
+    for index, size in enumerate(sizes):
+        path = root / f"{name}-{index}.bin"
+        data = os.urandom(size)
+        path.write_bytes(data)
+        info = path.stat()
+        members.append(
+            ZipMember(
+                f"{name}/f{index}.bin",
+                size,
+                crc32(data),
+                False,
+                source=path,
+                mtime_ns=info.st_mtime_ns,
+            )
+        )
+    return ZipPlan(tuple(members), DATE)
+
+
+def test_crc32_is_zlibs() -> None:
+    data = os.urandom(3 << 20)
+    assert crc32(data) == zlib.crc32(data)
+    assert crc32(data[7:], crc32(data[:7])) == zlib.crc32(data)
+
+
+def test_wheels_are_hashed_by_the_pool_and_the_lock_lists_their_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = {
+        "env/wheels/a-1-py3-none-any.whl": _plan(tmp_path, "a", [5 << 20, 100]),
+        "env/wheels/b-1-py3-none-any.whl": _plan(tmp_path, "b", [1, 2 << 20, 0]),
+    }
+    threads: list[str] = []
+    real = ZipPlan.sha256
+
+    def spy(self: ZipPlan) -> str:
+        threads.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(ZipPlan, "sha256", spy)
+    members = Members()
+    placeholders = [f"{i:064x}" for i in range(len(plans))]
+    for (rel, plan), placeholder in zip(sorted(plans.items()), placeholders, strict=True):
+        members.add(rel, Streamed(plan, plan.size, placeholder, deferred=True))
+    members.add("env/lock.txt", Reserved(("\n".join(placeholders) + "\n").encode()))
+
+    def fill(taken: Mapping[str, str]) -> Mapping[str, bytes]:
+        return {"env/lock.txt": ("\n".join(taken[p] for p in placeholders) + "\n").encode()}
+
+    out = tmp_path / "out" / "b.tar"
+    write_bundle(members, out, top="b", mtime=0, compression="none", fill=fill, jobs=2)
+    assert len(threads) == 2 and all(t.startswith("repro-wheel-hash") for t in threads)
+    with tarfile.open(out) as tar:
+
+        def read(rel: str) -> bytes:
+            member = tar.extractfile(f"b/{rel}")
+            assert member is not None
+            return member.read()
+
+        wheels = [hashlib.sha256(read(rel)).hexdigest() for rel in sorted(plans)]
+        for rel, plan in plans.items():
+            assert read(rel) == b"".join(plan.iter_bytes())
+        assert read("env/lock.txt").decode().split() == wheels
+        manifest: dict[str, str] = {}
+        for line in read("MANIFEST.sha256").decode().splitlines():
+            digest, rel = line.split("  ", 1)
+            manifest[rel] = digest
+    assert [manifest[rel] for rel in sorted(plans)] == wheels
+    lock = ("\n".join(wheels) + "\n").encode()
+    assert manifest["env/lock.txt"] == hashlib.sha256(lock).hexdigest()
+
+
+def test_a_file_changed_between_scan_and_pack_stops_it_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, "a", [3 << 20])
+    source = plan.members[0].source
+    assert source is not None
+    source.write_bytes(os.urandom(3 << 20))  # same size, new mtime
+    members = Members()
+    members.add("env/wheels/a.whl", Streamed(plan, plan.size, "0" * 64, deferred=True))
+    out = tmp_path / "out" / "b.tar"
+    with pytest.raises(InputError, match="changed"):
+        write_bundle(members, out, top="b", mtime=0, compression="none", jobs=2)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_digest_never_settled_stops_the_archive() -> None:
+    writer = DeterministicTarWriter(io.BytesIO(), top="b", mtime=0)
+    writer.add_stream("w.whl", 3, [b"abc"], hashed_elsewhere=True)
+    with pytest.raises(InputError, match=r"never given its digest: w\.whl"):
+        writer.close()
+    writer = DeterministicTarWriter(io.BytesIO(), top="b", mtime=0)
+    with pytest.raises(InputError, match="not waiting"):
+        writer.settle("w.whl", "0" * 64)
