@@ -12,6 +12,8 @@ READ_HASH = "read+sha256 ceiling (bench/ceiling.py)"
 WRITE_CEILING = "write ceiling: cat | dd oflag=direct, sync"
 # results files written before 2026-12-01 wrote through the page cache
 OLD_WRITE_CEILING = "write ceiling: cat > file, fsync"
+PACK_DIRECT = "repro pack --wheels all, REPRO_DIRECT_IO=1"
+UNPACK_COLD_DIRECT = "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1"
 
 RSS_GOAL_MIB = 150.0
 
@@ -122,10 +124,13 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         if r is None:
             r = _ratio(groups["pack"], "repro pack --wheels all", OLD_WRITE_CEILING)
         add("pack --wheels all / write ceiling (info)", r, "-", None)
+        r = _ratio(groups["pack"], PACK_DIRECT, "venv-pack --format tar")
+        add("pack --wheels all, direct writes / venv-pack (info)", r, "<= 0.5", _at_most(r, 0.5))
     if "unpack" in groups:
         for name, label in (
             ("repro unpack --offline", "unpack"),
             ("repro unpack --offline, cold uv cache", "unpack, cold uv cache"),
+            (UNPACK_COLD_DIRECT, "unpack, cold uv cache, direct writes (info)"),
         ):
             r = _ratio(groups["unpack"], name, "tar xf")
             if r is not None:

@@ -1,14 +1,13 @@
 """Copying members out of an uncompressed archive file, several at a time, hashing them.
 
 An unpack extracts the bundle into staging and then checks every file against the
-manifest. Extracting with copy_file_range and hashing afterwards read each byte twice and
-wrote it through the page cache, which on the machines measured cost more system time
-than the hashing (bench/README.md). Here each member is read once with `preadv` into a
-page-aligned buffer, hashed from it, and written from the same buffer past the page cache
-(O_DIRECT, switched on and off on the member's own descriptor with fcntl; the unaligned
-last block goes through the cache). Members are spread over a few threads: hashlib,
-`preadv` and `pwrite` release the GIL. The digests of the bytes written are handed to the
-manifest check, which then need not read them back.
+manifest. Extracting with copy_file_range and hashing afterwards read each byte twice.
+Here each member is read once with `preadv` into a page-aligned buffer, hashed from it,
+and written from the same buffer (with REPRO_DIRECT_IO=1 past the page cache: O_DIRECT,
+switched on and off on the member's own descriptor with fcntl, the unaligned last block
+through the cache). Members are spread over a few threads: hashlib, `preadv` and
+`pwrite` release the GIL. The digests of the bytes written are handed to the manifest
+check, which then need not read them back.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
-from repro.directio import ALIGN, pwrite_all
+from repro.directio import ALIGN, direct_io_requested, pwrite_all
 from repro.errors import ArchiveError
 from repro.hashing import default_jobs
 
@@ -34,7 +33,7 @@ _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
 def direct_io_enabled() -> bool:
-    return bool(_O_DIRECT) and os.environ.get("REPRO_DIRECT_IO") != "0"
+    return bool(_O_DIRECT) and direct_io_requested()
 
 
 class MemberCopier:

@@ -644,9 +644,10 @@ def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one
     trees: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An uncompressed archive file: each member is read once at its offset (preadv,
-    spied on: the real call runs), hashed, and written, a large one past the page cache
-    (O_DIRECT switched on for its descriptor). The tree and the digests handed out are
-    those a pipe gives; a file cut inside a member leaves nothing."""
+    spied on: the real call runs), hashed, and written; with REPRO_DIRECT_IO=1 a large one
+    past the page cache (O_DIRECT switched on for its descriptor), by default not. The
+    tree and the digests handed out are those a pipe gives; a file cut inside a member
+    leaves nothing."""
     import fcntl
 
     from repro import membercopy
@@ -672,6 +673,7 @@ def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one
 
     monkeypatch.setattr(os, "preadv", preadv)
     monkeypatch.setattr(fcntl, "fcntl", spy_fcntl)
+    monkeypatch.setenv("REPRO_DIRECT_IO", "1")
     from_file_digests: dict[str, str] = {}
     from_file = extract_archive(
         bundle, tmp_path / "from-file", source_name="b.tar", digests=from_file_digests
@@ -696,6 +698,12 @@ def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one
     assert sum(read) == sum((from_file / rel).stat().st_size for rel in files)
     large = [rel for rel in files if (from_file / rel).stat().st_size >= membercopy.DIRECT_MIN]
     assert len(direct_on) == len(large) >= 1
+    monkeypatch.setattr(fcntl, "fcntl", spy_fcntl)  # by default, through the page cache
+    direct_on.clear()
+    again = extract_archive(bundle, tmp_path / "again", source_name="b.tar")
+    monkeypatch.undo()
+    assert direct_on == []
+    assert all((again / rel).read_bytes() == (piped / rel).read_bytes() for rel in files)
     data = bundle.read_bytes()
     cut = tmp_path / "cut.tar"
     cut.write_bytes(data[: data.find(b"\0" * 16, data.find(b"large.bin")) + 3 * archive.CHUNK])

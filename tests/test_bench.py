@@ -39,6 +39,7 @@ CONTENDERS = {
         "tar cf + sha256sum",
         "repro pack --wheels all --jobs 1",
         "write ceiling: cat | dd oflag=direct, sync",
+        "repro pack --wheels all, REPRO_DIRECT_IO=1",
         "venv-pack --format tar",
         "venv-pack --format tar, then sync of its output",
     ],
@@ -47,6 +48,7 @@ CONTENDERS = {
         "tar xf",
         "venv + pip install --no-index",
         "repro unpack --offline, cold uv cache",
+        "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1",
     ],
     "scaling": ["repro check 2x", "repro check 2x --jobs 1", "sha256sum -c 2x"],
 }
@@ -108,7 +110,9 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
         "check: speed-up over sha256sum -c",
         "pack --wheels all / venv-pack",
         "pack --wheels all / write ceiling (info)",
+        "pack --wheels all, direct writes / venv-pack (info)",
         "unpack: speed-up over pip",
+        "unpack, cold uv cache, direct writes (info): speed-up over pip",
     }
     table = md_path.read_text()
     assert completed.stdout.strip() == table.strip()

@@ -130,7 +130,10 @@ def test_refused_at_the_first_write_falls_back_to_the_page_cache(
     assert path.read_bytes() == data
 
 
-def test_partial_output_writes_directly_and_renames_only_when_done(tmp_path: Path) -> None:
+def test_partial_output_writes_directly_and_renames_only_when_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPRO_DIRECT_IO", "1")
     target = tmp_path / "b.tar"
     data = os.urandom(3 * ALIGN + 11)
     with partial_output(target) as stream:
@@ -142,7 +145,11 @@ def test_partial_output_writes_directly_and_renames_only_when_done(tmp_path: Pat
     assert [p.name for p in tmp_path.iterdir()] == ["b.tar"]
 
 
-def test_partial_output_failure_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", ["0", "1"])
+def test_partial_output_failure_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: str
+) -> None:
+    monkeypatch.setenv("REPRO_DIRECT_IO", direct)
     target = tmp_path / "b.tar"
     with pytest.raises(InputError), partial_output(target) as stream:
         stream.write(os.urandom(20 << 20))
@@ -150,8 +157,16 @@ def test_partial_output_failure_leaves_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_direct_io_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("REPRO_DIRECT_IO", "0")
+@pytest.mark.parametrize("value", [None, "0", "yes"])
+def test_the_page_cache_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    """Direct writes only with REPRO_DIRECT_IO=1 (the GPU host was faster through the
+    page cache)."""
+    if value is None:
+        monkeypatch.delenv("REPRO_DIRECT_IO", raising=False)
+    else:
+        monkeypatch.setenv("REPRO_DIRECT_IO", value)
     target = tmp_path / "b.tar"
     with partial_output(target) as stream:
         assert not isinstance(stream, DirectWriter)
@@ -159,12 +174,15 @@ def test_direct_io_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert target.read_bytes() == b"page cache"
 
 
-def test_tmpfs_output_is_written_whichever_way_it_allows(tmp_path: Path) -> None:
+def test_tmpfs_output_is_written_whichever_way_it_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """tmpfs refuses O_DIRECT on older kernels and takes it on newer ones: either way the
     bundle lands whole (open_direct gives None or a descriptor, never an error)."""
     shm = Path("/dev/shm")
     if not shm.is_dir():  # pragma: no cover - Linux CI has /dev/shm
         pytest.fail("no /dev/shm (tmpfs) on this machine")
+    monkeypatch.setenv("REPRO_DIRECT_IO", "1")
     target = shm / f"repro-directio-{os.getpid()}.tar"
     data = os.urandom(5 * ALIGN + 1)
     try:
