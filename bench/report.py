@@ -12,7 +12,7 @@ READ_HASH = "read+sha256 ceiling (bench/ceiling.py)"
 WRITE_CEILING = "write ceiling: cat | dd oflag=direct, sync"
 # results files written before 2026-12-01 wrote through the page cache
 OLD_WRITE_CEILING = "write ceiling: cat > file, fsync"
-PACK_DIRECT = "repro pack --wheels all, REPRO_DIRECT_IO=1"
+PACK_PAGE_CACHE = "repro pack --wheels all, REPRO_DIRECT_IO=0"
 UNPACK_COLD_DIRECT = "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1"
 
 RSS_GOAL_MIB = 150.0
@@ -124,8 +124,8 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         if r is None:
             r = _ratio(groups["pack"], "repro pack --wheels all", OLD_WRITE_CEILING)
         add("pack --wheels all / write ceiling (info)", r, "-", None)
-        r = _ratio(groups["pack"], PACK_DIRECT, "venv-pack --format tar")
-        add("pack --wheels all, direct writes / venv-pack (info)", r, "<= 0.5", _at_most(r, 0.5))
+        r = _ratio(groups["pack"], PACK_PAGE_CACHE, "venv-pack --format tar")
+        add("pack --wheels all, page cache / venv-pack (info)", r, "<= 0.5", _at_most(r, 0.5))
     if "unpack" in groups:
         for name, label in (
             ("repro unpack --offline", "unpack"),

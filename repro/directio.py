@@ -1,5 +1,5 @@
-"""Writing a large new file past the page cache (O_DIRECT), for bundle archives, where
-asked for (REPRO_DIRECT_IO=1; see `direct_io_requested`).
+"""Writing a large new file past the page cache (O_DIRECT), for bundle archives (see
+`direct_io_setting` for when).
 
 A bundle is gigabytes written once and not read back soon. Through the page cache, every
 byte is copied into it and then written back by the kernel; on the machines measured
@@ -34,14 +34,17 @@ WRITERS = 4  # writes in flight at once
 DEPTH = WRITERS + 2  # buffers in rotation: one filling, the others queued or being written
 
 
-def direct_io_requested() -> bool:
-    """REPRO_DIRECT_IO=1: write bundles and extracted members past the page cache.
+def direct_io_setting() -> bool | None:
+    """REPRO_DIRECT_IO: 1 writes bundles (pack) and extracted members (unpack) past the
+    page cache, 0 writes both through it; unset, each takes what measured faster.
 
-    Off by default: on the 16-core GPU host the page cache was faster for both (pack
-    11.6 s against 15.3 s, unpack 5.3 s against 10.5-19 s, same run); on the 2-core VM,
-    where a buffered write costs ~1.5 s of system time per GB, direct writes halved pack
-    and cut unpack by a quarter (bench/README.md)."""
-    return os.environ.get("REPRO_DIRECT_IO", "0") == "1"
+    Pack writes past the cache: 1.8x faster on the 2-core VM (a buffered write costs
+    ~1.5 s of system time per GB there), even on the 16-core GPU host (13.3 s against
+    14.0 s, alternated on a settled disk). Unpack writes through it: uv reads the wheels
+    back right away (GPU host 5.6 s against 7.8 s; VM 16.0 s against 19.5 s with a cold
+    uv cache). bench/README.md has the runs."""
+    value = os.environ.get("REPRO_DIRECT_IO", "")
+    return True if value == "1" else False if value == "0" else None
 
 
 def open_direct(path: Path) -> int | None:

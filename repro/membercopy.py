@@ -22,7 +22,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
-from repro.directio import ALIGN, direct_io_requested, pwrite_all
+from repro.directio import ALIGN, direct_io_setting, pwrite_all
 from repro.errors import ArchiveError
 from repro.hashing import default_jobs
 
@@ -33,7 +33,7 @@ _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
 def direct_io_enabled() -> bool:
-    return bool(_O_DIRECT) and direct_io_requested()
+    return bool(_O_DIRECT) and direct_io_setting() is True
 
 
 class MemberCopier:

@@ -699,6 +699,7 @@ def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one
     large = [rel for rel in files if (from_file / rel).stat().st_size >= membercopy.DIRECT_MIN]
     assert len(direct_on) == len(large) >= 1
     monkeypatch.setattr(fcntl, "fcntl", spy_fcntl)  # by default, through the page cache
+    monkeypatch.delenv("REPRO_DIRECT_IO", raising=False)
     direct_on.clear()
     again = extract_archive(bundle, tmp_path / "again", source_name="b.tar")
     monkeypatch.undo()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from repro.archive import Compression, DeterministicTarWriter, member_order
-from repro.directio import DirectWriter, direct_io_requested, open_direct
+from repro.directio import DirectWriter, direct_io_setting, open_direct
 from repro.errors import InputError
 from repro.hashing import default_jobs
 from repro.manifest import MANIFEST_NAME, format_manifest
@@ -144,14 +144,14 @@ class Writeback:
 def partial_output(output: Path) -> Iterator[BinaryIO]:
     """A temp file beside `output`, renamed over it only when everything was written
     (and made durable: fsync before the rename). Written past the page cache
-    (`repro.directio`) with REPRO_DIRECT_IO=1 where the file system allows it; else
+    (`repro.directio`) where the file system allows it, unless REPRO_DIRECT_IO=0; else
     through it, with writeback started as the file grows."""
     output.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)
     temp = Path(name)
     try:
         with os.fdopen(fd, "wb") as stream:
-            direct = open_direct(temp) if direct_io_requested() else None
+            direct = open_direct(temp) if direct_io_setting() is not False else None
             if direct is not None:
                 writer = DirectWriter(stream.fileno(), direct)
                 try:
