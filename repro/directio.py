@@ -160,10 +160,7 @@ class DirectWriter:
                 if self._error is None and tail:
                     pwrite_all(self._fd, memoryview(tail), self._base + whole)
         finally:
-            self._finish_thread()
-            if self._direct is not None:
-                os.close(self._direct)
-                self._direct = None
+            self._release()
         if self._error is not None:
             raise self._error
 
@@ -172,10 +169,7 @@ class DirectWriter:
         if self._closed:
             return
         self._closed = True
-        self._finish_thread()
-        if self._direct is not None:
-            os.close(self._direct)
-            self._direct = None
+        self._release()
 
     def __enter__(self) -> DirectWriter:
         return self
@@ -216,6 +210,13 @@ class DirectWriter:
             at = start + handed - self._base
             self._buffer[at : at + len(view) - handed] = view[handed:]
         self._position = start + len(view)
+
+    def _release(self) -> None:
+        """Wait for the writer threads and close the O_DIRECT descriptor."""
+        self._finish_thread()
+        if self._direct is not None:
+            os.close(self._direct)
+            self._direct = None
 
     def _finish_thread(self) -> None:
         alive = [thread for thread in self._threads if thread.is_alive()]

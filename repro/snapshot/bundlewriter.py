@@ -153,13 +153,8 @@ def partial_output(output: Path) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as stream:
             direct = open_direct(temp) if direct_io_setting() is not False else None
             if direct is not None:
-                writer = DirectWriter(stream.fileno(), direct)
-                try:
+                with DirectWriter(stream.fileno(), direct) as writer:
                     yield cast(BinaryIO, writer)
-                except BaseException:
-                    writer.abort()
-                    raise
-                writer.close()
             else:
                 writeback = Writeback(stream.fileno())
                 try:
@@ -290,11 +285,11 @@ def write_bundle(
     jobs: int | None = None,
 ) -> int:
     """Write the archive to `output` (stdout when None); return its size in bytes."""
-    if output is None:
-        stdout = sys.stdout.buffer
+
+    def write(out: BinaryIO) -> None:
         stream_members(
             members,
-            stdout,
+            out,
             top=top,
             mtime=mtime,
             compression=compression,
@@ -302,17 +297,11 @@ def write_bundle(
             fill=fill,
             jobs=jobs,
         )
-        stdout.flush()
+
+    if output is None:
+        write(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
         return 0
     with partial_output(output) as stream:
-        stream_members(
-            members,
-            stream,
-            top=top,
-            mtime=mtime,
-            compression=compression,
-            sign=sign,
-            fill=fill,
-            jobs=jobs,
-        )
+        write(stream)
     return output.stat().st_size
