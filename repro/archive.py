@@ -168,7 +168,7 @@ class DeterministicTarWriter:
         self._folded: dict[str, str] = {}
         self._digests: dict[str, str] = {}
         self._reserved: dict[str, tuple[int, int]] = {}  # rel -> data offset, size
-        self._unsettled: set[str] = set()  # added with hashed_elsewhere, no digest yet
+        self._unsettled: set[str] = set()  # holes whose digest did not come yet
         self._state: Literal["open", "closed", "failed"] = "open"
         self._emit_header(top, directory=True, mode=DIR_MODE, size=0)
 
@@ -248,23 +248,16 @@ class DeterministicTarWriter:
         *,
         digest: str | None = None,
         executable: bool = False,
-        hashed_elsewhere: bool = False,
     ) -> str:
         """Add `size` bytes that `pieces` yields as the file `rel`; return its sha256.
 
         A `digest` computed ahead (a rebuilt wheel hashed in parallel) is taken as it is
         and the bytes are not hashed again; without one they are hashed as they pass.
-        With `hashed_elsewhere` they are not hashed here either: the caller hashes the
-        same bytes in parallel and hands the digest to `settle` before the archive is
-        closed (returns ""). Pieces that add up to more or less than `size` stop the
-        archive.
+        Pieces that add up to more or less than `size` stop the archive.
         """
         self._check_open()
         parents = self._admit(rel, "file")
         self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
-        if hashed_elsewhere:
-            digest = ""
-            self._unsettled.add(rel)
         hasher = None if digest is not None else _hasher(size)
         written = 0
         try:
@@ -289,6 +282,52 @@ class DeterministicTarWriter:
         assert final is not None
         self._digests[rel] = final
         return final
+
+    def tell(self) -> int:
+        """Where the next byte goes in the output file (the archive's size so far when
+        it starts at the file's beginning)."""
+        return self._sink.tell()
+
+    def hole_target(self) -> tuple[int, int | None] | None:
+        """Where `add_hole` leaves its holes: the descriptor of the file the tar bytes go
+        to and, when that file is written past the page cache, its O_DIRECT descriptor;
+        None where there is no such file (gzip, a pipe, memory)."""
+        if self._gzip is not None:
+            return None
+        if self._spool is not None:
+            return self._spool.fileno(), None
+        if not _is_seekable(self._out):
+            return None
+        try:
+            fd = self._out.fileno()
+        except (OSError, ValueError):
+            return None
+        return fd, getattr(self._out, "direct_fd", None)
+
+    def add_hole(self, rel: str, size: int, *, executable: bool = False) -> int:
+        """Add the file `rel` of `size` bytes without writing them: return the offset in
+        the `hole_target` file where another thread writes them (`repro.memberfill`);
+        its sha256 comes later through `settle`, before `close`."""
+        if self.hole_target() is None:
+            raise UsageError(f"archive {self._top}: cannot leave a hole: output not a file")
+        self._check_open()
+        parents = self._admit(rel, "file")
+        self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
+        offset = self._sink.tell()
+        try:
+            skip = getattr(self._sink, "skip", None)
+            if skip is not None:
+                skip(size)
+            else:
+                self._sink.seek(offset + size)
+        except OSError as exc:
+            self._state = "failed"
+            raise InputError(f"cannot write archive {self._top}: {exc.strerror}") from exc
+        self._written += size
+        self._write(tarformat.padding(size))
+        self._unsettled.add(rel)
+        self._digests[rel] = ""
+        return offset
 
     def add_bytes(self, rel: str, data: bytes, *, executable: bool = False) -> str:
         """Add `data` as the file `rel`; return its sha256."""
@@ -346,7 +385,7 @@ class DeterministicTarWriter:
         return self._digests[rel]
 
     def settle(self, rel: str, digest: str) -> None:
-        """The sha256 of a member added with `hashed_elsewhere`."""
+        """The sha256 of a member added with `add_hole`, once it was written."""
         if rel not in self._unsettled:
             raise InputError(f"archive {self._top}: {rel} is not waiting for its digest")
         self._unsettled.discard(rel)

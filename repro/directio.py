@@ -21,12 +21,17 @@ writes as usual; a refusal at the first write switches the writer to ordinary wr
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import mmap
 import os
 import queue
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 ALIGN = 4096  # buffer address, size and file offset of every O_DIRECT write
 BUFFER_SIZE = 4 << 20
@@ -77,12 +82,14 @@ class DirectWriter:
         self._direct: int | None = direct
         self._size = buffer_size
         self._free: queue.Queue[mmap.mmap] = queue.Queue()
-        self._full: queue.Queue[tuple[mmap.mmap, int, int] | None] = queue.Queue()
+        # (buffer, file offset of its first byte, first and end index to write)
+        self._full: queue.Queue[tuple[mmap.mmap, int, int, int] | None] = queue.Queue()
         for _ in range(DEPTH - 1):
             self._free.put(mmap.mmap(-1, buffer_size))
         self._buffer = mmap.mmap(-1, buffer_size)
         self._used = 0  # bytes in the current buffer
-        self._base = 0  # file offset of the current buffer's first byte
+        self._base = 0  # file offset of the current buffer's first byte (aligned)
+        self._lead = 0  # leading bytes of the current buffer that belong to a hole
         self._position = 0  # where the next write lands
         self._error: OSError | None = None
         self._refused = False  # the file system refused an O_DIRECT write: use the cache
@@ -123,6 +130,31 @@ class DirectWriter:
     def tell(self) -> int:
         return self._position
 
+    def skip(self, count: int) -> None:
+        """Leave the next `count` bytes at the end to another writer (`write_span` from
+        another thread, with `fd` and `direct_fd`): a member written in parallel. The
+        partial pages at the hole's edges are written through the ordinary descriptor
+        by both sides, so no page is written both ways."""
+        self._check()
+        end = self._base + self._used
+        if self._position != end or count < 0:
+            raise OSError(errno.EINVAL, "a hole can only be left at the end of the file")
+        if count == 0:
+            return
+        if self._used > self._lead:
+            self._full.put((self._buffer, self._base, self._lead, self._used))
+            self._buffer = self._free.get()
+            self._check()
+        target = end + count
+        self._base = target - target % ALIGN
+        self._lead = self._used = target - self._base
+        self._position = target
+
+    @property
+    def direct_fd(self) -> int | None:
+        """The O_DIRECT descriptor, for writers of holes; None after a refusal."""
+        return self._direct if self.direct else None
+
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         end = self._base + self._used
         target = {os.SEEK_SET: offset, os.SEEK_CUR: self._position + offset}.get(
@@ -151,14 +183,9 @@ class DirectWriter:
             return
         self._closed = True
         try:
-            if self._error is None:
-                whole = self._used - self._used % ALIGN
-                tail = bytes(self._buffer[whole : self._used])
-                if whole:
-                    self._full.put((self._buffer, self._base, whole))
-                self._finish_thread()
-                if self._error is None and tail:
-                    pwrite_all(self._fd, memoryview(tail), self._base + whole)
+            if self._error is None and self._used > self._lead:
+                # the unaligned tail goes through the ordinary descriptor (write_span)
+                self._full.put((self._buffer, self._base, self._lead, self._used))
         finally:
             self._release()
         if self._error is not None:
@@ -189,9 +216,9 @@ class DirectWriter:
             raise ValueError("write to a closed DirectWriter")
 
     def _hand_off(self) -> None:
-        self._full.put((self._buffer, self._base, self._used))
+        self._full.put((self._buffer, self._base, self._lead, self._used))
         self._base += self._used
-        self._used = 0
+        self._used = self._lead = 0
         self._buffer = self._free.get()
         self._check()
 
@@ -203,7 +230,7 @@ class DirectWriter:
             raise OSError(errno.EINVAL, "an overwrite may not reach past the end of the file")
         self._full.join()  # every handed-off buffer is on disk, its buffer free again
         self._check()
-        handed = max(0, min(len(view), self._base - start))
+        handed = max(0, min(len(view), self._base + self._lead - start))
         if handed:
             pwrite_all(self._fd, view[:handed], start)
         if handed < len(view):
@@ -231,29 +258,80 @@ class DirectWriter:
             try:
                 if item is None:
                     return
-                buffer, offset, size = item
+                buffer, base, start, end = item
                 if self._error is None:
                     try:
-                        self._write_block(memoryview(buffer)[:size], offset)
+                        direct = write_span(
+                            self._fd, self.direct_fd, memoryview(buffer), base, start, end
+                        )
+                        if direct is None and self._direct is not None:
+                            # accepted at open, refused at a write: the cache from now on
+                            self._refused = True
                     except OSError as exc:
                         self._error = exc
                 self._free.put(buffer)
             finally:
                 self._full.task_done()
 
-    def _write_block(self, view: memoryview, offset: int) -> None:
-        if self._direct is not None and not self._refused:
+
+def write_span(
+    fd: int, direct: int | None, buffer: memoryview, base: int, start: int, end: int
+) -> int | None:
+    """Write `buffer[start:end]` at file offset `base + start`; `buffer` is page-aligned
+    and its first byte belongs at the aligned offset `base`. The whole pages go through
+    `direct` when there is one, the partial pages at either edge through `fd`: a partial
+    page is shared with whoever writes the bytes beside it (the next member, a hole's
+    writer, the unaligned end of the file), and a page written both ways could lose one
+    side's bytes. Returns `direct`, or None once the file system refused an O_DIRECT
+    write (everything went through `fd` then)."""
+    if start >= end:
+        return direct
+    head = min(end, -(-start // ALIGN) * ALIGN)
+    tail = max(head, end - end % ALIGN)
+    if head > start:
+        pwrite_all(fd, buffer[start:head], base + start)
+    if tail > head:
+        if direct is not None:
             try:
-                pwrite_all(self._direct, view, offset)
-                return
+                pwrite_all(direct, buffer[head:tail], base + head)
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise
-                # accepted at open, refused at the write: write through the cache (every
-                # block from now on; blocks are page-aligned, so no page is written both
-                # ways)
-                self._refused = True
-        pwrite_all(self._fd, view, offset)
+                direct = None
+        if direct is None:
+            pwrite_all(fd, buffer[head:tail], base + head)
+    if end > tail:
+        pwrite_all(fd, buffer[tail:end], base + tail)
+    return direct
+
+
+def preallocate(fd: int, size: int) -> None:
+    """Reserve the first `size` bytes of the file on disk (fallocate, Linux): parallel
+    O_DIRECT writes into allocated blocks do not serialize on growing the file (1.9
+    against 1.5 GB/s with four writers on the 2-core VM), and a disk too small is found
+    before gigabytes were written. Nothing where the platform or file system has no
+    fallocate; ENOSPC is raised."""
+    function = _fallocate()
+    if function is None or size <= 0:
+        return
+    if function(fd, 0, 0, size) != 0:
+        err = ctypes.get_errno()
+        if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return
+        raise OSError(err, os.strerror(err))
+
+
+@functools.cache
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    function.restype = ctypes.c_int
+    return cast(Callable[[int, int, int, int], int], function)
 
 
 def pwrite_all(fd: int, view: memoryview, offset: int) -> None:

@@ -1,4 +1,4 @@
-"""The bundle writer: vault wheels hashed by a pool while the tar streams them unhashed,
+"""The bundle writer: vault wheels written into holes of the tar and hashed by a pool,
 lock files filled in afterwards. Real files, real plans, a real tar on disk."""
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import threading
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from repro import memberfill
 from repro.archive import DeterministicTarWriter
 from repro.crc import crc32
-from repro.errors import InputError
+from repro.errors import InputError, UsageError
 from repro.snapshot.bundlewriter import Members, Reserved, Streamed, write_bundle
 from repro.snapshot.zipstream import ZipMember, ZipPlan
 
@@ -49,21 +51,23 @@ def test_crc32_is_zlibs() -> None:
     assert crc32(data[7:], crc32(data[:7])) == zlib.crc32(data)
 
 
-def test_wheels_are_hashed_by_the_pool_and_the_lock_lists_their_digests(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("direct_io", ["1", "0"])
+def test_wheels_are_written_and_hashed_by_the_pool_and_the_lock_lists_their_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_io: str
 ) -> None:
     plans = {
         "env/wheels/a-1-py3-none-any.whl": _plan(tmp_path, "a", [5 << 20, 100]),
         "env/wheels/b-1-py3-none-any.whl": _plan(tmp_path, "b", [1, 2 << 20, 0]),
     }
+    monkeypatch.setenv("REPRO_DIRECT_IO", direct_io)
     threads: list[str] = []
-    real = ZipPlan.sha256
+    real = memberfill._fill
 
-    def spy(self: ZipPlan) -> str:
+    def spy(hole: memberfill.Hole, writes: Any) -> str:
         threads.append(threading.current_thread().name)
-        return real(self)
+        return real(hole, writes)
 
-    monkeypatch.setattr(ZipPlan, "sha256", spy)
+    monkeypatch.setattr(memberfill, "_fill", spy)
     members = Members()
     placeholders = [f"{i:064x}" for i in range(len(plans))]
     for (rel, plan), placeholder in zip(sorted(plans.items()), placeholders, strict=True):
@@ -75,7 +79,7 @@ def test_wheels_are_hashed_by_the_pool_and_the_lock_lists_their_digests(
 
     out = tmp_path / "out" / "b.tar"
     write_bundle(members, out, top="b", mtime=0, compression="none", fill=fill, jobs=2)
-    assert len(threads) == 2 and all(t.startswith("repro-wheel-hash") for t in threads)
+    assert len(threads) == 2 and all(t.startswith("repro-fill") for t in threads)
     with tarfile.open(out) as tar:
 
         def read(rel: str) -> bytes:
@@ -111,11 +115,14 @@ def test_a_file_changed_between_scan_and_pack_stops_it_and_leaves_nothing(
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_a_digest_never_settled_stops_the_archive() -> None:
-    writer = DeterministicTarWriter(io.BytesIO(), top="b", mtime=0)
-    writer.add_stream("w.whl", 3, [b"abc"], hashed_elsewhere=True)
-    with pytest.raises(InputError, match=r"never given its digest: w\.whl"):
-        writer.close()
+def test_a_hole_never_settled_stops_the_archive(tmp_path: Path) -> None:
+    with open(tmp_path / "b.tar", "wb") as out:
+        writer = DeterministicTarWriter(out, top="b", mtime=0)
+        assert writer.add_hole("w.whl", 3) == 1024  # after the headers of b/, b/w.whl
+        with pytest.raises(InputError, match=r"never given its digest: w\.whl"):
+            writer.close()
+    with pytest.raises(UsageError, match="not a file"):
+        DeterministicTarWriter(io.BytesIO(), top="b", mtime=0).add_hole("w.whl", 3)
     writer = DeterministicTarWriter(io.BytesIO(), top="b", mtime=0)
     with pytest.raises(InputError, match="not waiting"):
         writer.settle("w.whl", "0" * 64)

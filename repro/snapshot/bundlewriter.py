@@ -1,11 +1,12 @@
 """Writing a pack's members into the bundle archive, in canonical order, manifest last.
 
-Vault wheels are streamed from their plans (or wheel files) straight into the tar. The
-lock files that list the wheels' sha256 sort before the wheels, so either the digests
-are taken ahead, in a pass of their own (a gzip or stdout stream, which cannot be
-rewound), or, when the tar goes to a seekable file, the lock files are written with
-placeholders of the same length and filled in once the wheels were hashed on their way
-into the archive: one read of every installed file fewer. Both give the same bytes.
+Into a bundle file, each vault wheel is laid out as its tar header and a hole of its
+planned size, and a pool of threads writes the wheels into their holes, largest first,
+hashing each as it is written (`repro.memberfill`): every installed file is read once
+here. The lock files that list the wheels' sha256 sort before the wheels: they are
+written with placeholders of the same length and filled in once the wheels are written.
+Into a pipe or through gzip, the wheels are streamed in order and their digests taken
+ahead, in a pass of their own (`vault.hash_vault`). Both give the same bytes.
 """
 
 from __future__ import annotations
@@ -17,16 +18,16 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
 from repro.archive import Compression, DeterministicTarWriter, member_order
-from repro.directio import DirectWriter, direct_io_setting, open_direct
+from repro.directio import DirectWriter, direct_io_setting, open_direct, preallocate
 from repro.errors import InputError
 from repro.hashing import default_jobs
 from repro.manifest import MANIFEST_NAME, format_manifest
+from repro.memberfill import FileRun, Hole, Piece, fill_holes
 from repro.signing import SIGNATURE_NAME, sign_manifest
 from repro.snapshot.zipstream import ZipPlan
 
@@ -182,29 +183,42 @@ def stream_members(
     fill: Fill | None = None,
     jobs: int | None = None,
 ) -> None:
-    with (
-        DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer,
-        _WheelHashes(members, jobs) as hashes,
-    ):
+    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
         taken: dict[str, str] = {}
+        target = writer.hole_target()
+        holes: list[Hole] = []
         for rel in sorted(members.items, key=member_order):
             content = members.items[rel]
             executable = rel in members.executable
             if isinstance(content, Path):
                 writer.add_file(rel, content, executable=executable or None)
+            elif isinstance(content, Streamed) and target is not None:
+                offset = writer.add_hole(rel, content.size)
+                holes.append(Hole(rel, offset, content.size, _pieces(content)))
             elif isinstance(content, Streamed):
-                digest = _add_streamed(writer, rel, content, hashed_elsewhere=rel in hashes)
-                if content.deferred and rel not in hashes:
+                digest = _add_streamed(writer, rel, content)
+                if content.deferred:
                     taken[content.sha256] = digest
             elif isinstance(content, Reserved):
                 writer.reserve(rel, content.placeholder, executable=executable)
             else:
                 writer.add_bytes(rel, content, executable=executable)
-        for rel, digest in hashes.results():
-            writer.settle(rel, digest)
-            content = members.items[rel]
-            assert isinstance(content, Streamed)
-            taken[content.sha256] = digest
+        if target is not None:
+            fd, direct = target
+            try:
+                preallocate(fd, writer.tell())
+            except OSError as exc:
+                raise InputError(
+                    f"cannot write archive {top}: {exc.strerror} ({writer.tell()} bytes)"
+                ) from exc
+            for rel, digest in fill_holes(fd, direct, holes, jobs=jobs or default_jobs()):
+                content = members.items[rel]
+                assert isinstance(content, Streamed)
+                if content.deferred:
+                    taken[content.sha256] = digest
+                elif digest != content.sha256:
+                    raise _changed_wheel(content, rel)
+                writer.settle(rel, digest)
         if fill is not None:
             for rel, data in fill(taken).items():
                 writer.fill(rel, data)
@@ -214,62 +228,37 @@ def stream_members(
             writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
 
 
-class _WheelHashes:
-    """The sha256 of the rebuilt wheels whose digests are deferred, taken by a pool of
-    threads from a second read of their files while the writer streams them into the
-    tar unhashed: one SHA-256 stream per wheel is serial and was the pack's bottleneck
-    once the writing left the page cache (bench/README.md). Both reads check each file's
-    size and mtime against the scan, as the write does. Started in archive order, so the
-    first wheels written are the first hashed."""
-
-    def __init__(self, members: Members, jobs: int | None) -> None:
-        plans = {
-            rel: content.plan
-            for rel, content in sorted(members.items.items(), key=lambda i: member_order(i[0]))
-            if isinstance(content, Streamed) and content.deferred and content.plan is not None
-        }
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(1, jobs or default_jobs()), thread_name_prefix="repro-wheel-hash"
-        )
-        self._futures = {rel: self._pool.submit(plan.sha256) for rel, plan in plans.items()}
-
-    def __contains__(self, rel: object) -> bool:
-        return rel in self._futures
-
-    def __enter__(self) -> _WheelHashes:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for future in self._futures.values():
-            future.cancel()
-        self._pool.shutdown(wait=True)
-
-    def results(self) -> Iterator[tuple[str, str]]:
-        for rel, future in self._futures.items():
-            yield rel, future.result()
+def _pieces(content: Streamed) -> Iterator[Piece]:
+    """A vault wheel's bytes for `fill_holes`: its plan's, or its file's."""
+    if content.plan is None:
+        assert content.path is not None
+        yield FileRun(content.path, content.size)
+        return
+    for piece in content.plan.pieces():
+        if isinstance(piece, bytes):
+            yield piece
+        else:
+            assert piece.source is not None
+            yield FileRun(piece.source, piece.size, piece.mtime_ns)
 
 
-def _add_streamed(
-    writer: DeterministicTarWriter, rel: str, content: Streamed, *, hashed_elsewhere: bool
-) -> str:
-    """Add a vault wheel; return its sha256 ("" when `hashed_elsewhere`)."""
+def _changed_wheel(content: Streamed, rel: str) -> InputError:
+    return InputError(
+        f"{content.path or rel} changed while it was packed (its sha256 is not the one "
+        "recorded in the lock files)",
+        hint="stop whatever writes to it and pack again",
+    )
+
+
+def _add_streamed(writer: DeterministicTarWriter, rel: str, content: Streamed) -> str:
+    """Add a vault wheel through the tar stream (a pipe or gzip); return its sha256."""
     known = None if content.deferred else content.sha256
     if content.plan is not None:
-        return writer.add_stream(
-            rel,
-            content.size,
-            content.plan.iter_bytes(),
-            digest=known,
-            hashed_elsewhere=hashed_elsewhere,
-        )
+        return writer.add_stream(rel, content.size, content.plan.iter_bytes(), digest=known)
     assert content.path is not None
     digest = writer.add_file(rel, content.path)
     if known is not None and digest != known:
-        raise InputError(
-            f"{content.path} changed while it was packed (its sha256 is not the one "
-            "recorded in the lock files)",
-            hint="stop whatever writes to it and pack again",
-        )
+        raise _changed_wheel(content, rel)
     return digest
 
 

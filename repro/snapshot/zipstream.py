@@ -188,16 +188,22 @@ class ZipPlan:
         locals_, tail = self._layout
         return sum(len(h) for h in locals_) + sum(m.size for m in self.members) + len(tail)
 
-    def iter_bytes(self) -> Iterator[bytes]:
-        """The archive's bytes, in pieces; a file that changed since it was planned stops it."""
+    def pieces(self) -> Iterator[bytes | ZipMember]:
+        """The archive in order: headers and in-memory data as bytes, each member read
+        from a file as its `ZipMember` (`source`, `size`, `mtime_ns`)."""
         locals_, tail = self._layout
         for header, member in zip(locals_, self.members, strict=True):
             yield header
-            if member.data is not None:
-                yield member.data
-            else:
-                yield from _file_chunks(member)
+            yield member if member.data is None else member.data
         yield tail
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The archive's bytes, in pieces; a file that changed since it was planned stops it."""
+        for piece in self.pieces():
+            if isinstance(piece, bytes):
+                yield piece
+            else:
+                yield from _file_chunks(piece)
 
     def sha256(self) -> str:
         digest = hashlib.sha256()
