@@ -20,7 +20,14 @@ from typing import Any
 import repro
 from bench.envs import Workspace, _run, scaled_copy, site_packages, tree_bytes
 from bench.measure import Contender, Series, alternate, paired_ratio
-from bench.report import PACK_PAGE_CACHE, READ_HASH, UNPACK_COLD_DIRECT, WRITE_CEILING
+from bench.report import (
+    PACK_NONE,
+    PACK_PAGE_CACHE,
+    PACK_REHASH,
+    READ_HASH,
+    UNPACK_COLD_DIRECT,
+    WRITE_CEILING,
+)
 from repro.hashing import default_jobs
 
 Say = Callable[[str], None]
@@ -204,8 +211,9 @@ def group_scan(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
             "sha256sum (files)", _shell(f"xargs -0 sha256sum < {_q(s.venv_files)} >/dev/null")
         ),
         Contender("cat (read ceiling)", _shell(f"xargs -0 cat < {_q(s.venv_files)} > /dev/null")),
+        # --rehash: every file read, as the scan reads it (not the scan cache's shortcut)
         Contender(
-            "repro pack --wheels none",
+            PACK_NONE,
             (
                 *REPRO,
                 "pack",
@@ -217,6 +225,7 @@ def group_scan(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
                 "--wheels",
                 "none",
                 "--offline",
+                "--rehash",
             ),
             cleanup=_fresh(out),
         ),
@@ -309,6 +318,13 @@ def group_pack(
             )
         )
         pairs += [(0, 5), (0, 6), (4, 5)]
+    # The contenders above find the scan cache warm (the warm-up run, or the run before,
+    # packed the same files): what packing again costs. A first pack reads every file.
+    contenders.append(Contender(PACK_REHASH, pack("--rehash"), cleanup=_fresh(out)))
+    rehash = len(contenders) - 1
+    pairs += [(rehash, 1), (0, rehash)]
+    if venv_pack is not None:
+        pairs.append((rehash, 5))
     return _group("pack", contenders, runs, warmup, say, pairs=pairs)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from repro.crc import crc32
 
@@ -41,6 +41,8 @@ class HashResult:
     crc32: int | None = None  # with `crc32=True`: what a stored ZIP member of it needs
     mtime_ns: int = 0
     mode: int = 0
+    # (dev, ino, size, mtime_ns, ctime_ns) as fstat found it before the read
+    identity: tuple[int, int, int, int, int] | None = None
 
 
 def default_jobs() -> int:
@@ -74,9 +76,19 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _hash_one(path: Path | str, crc: bool = False) -> HashResult:
+class KnownFiles(Protocol):
+    """Results of earlier reads, trusted while a file is unchanged (the scan cache)."""
+
+    def lookup(self, path: str, crc: bool) -> HashResult | None: ...
+
+
+def _hash_one(path: Path | str, crc: bool = False, known: KnownFiles | None = None) -> HashResult:
     # os-level calls, not open(): a venv is mostly small files, and each io object and
     # extra fstat is a GIL hand-off that two hashing threads queue on (bench/, issue 8)
+    if known is not None:
+        found = known.lookup(os.fspath(path), crc)
+        if found is not None:
+            return found
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -98,7 +110,10 @@ def _hash_one(path: Path | str, crc: bool = False) -> HashResult:
         return HashResult(os.fspath(path), None, 0, exc.strerror or str(exc))
     finally:
         os.close(fd)
-    return HashResult(os.fspath(path), digest, size, None, checksum, info.st_mtime_ns, info.st_mode)
+    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    return HashResult(
+        os.fspath(path), digest, size, None, checksum, info.st_mtime_ns, info.st_mode, identity
+    )
 
 
 def _hash_stream_crc(stream: BinaryIO, crc: bool) -> tuple[str, int, int | None]:
@@ -141,10 +156,12 @@ class HashPipeline:
     a stat); a wrong hint only changes the order.
 
     Use as a context manager; `finish` returns the results. Leaving the block without
-    `finish` (an error while finding files) cancels the tasks not yet started.
+    `finish` (an error while finding files) cancels the tasks not yet started. With
+    `known`, a file it vouches for is not read.
     """
 
-    def __init__(self, jobs: int | None = None) -> None:
+    def __init__(self, jobs: int | None = None, known: KnownFiles | None = None) -> None:
+        self._known = known
         self._queue: queue.PriorityQueue[_Task] = queue.PriorityQueue()
         self._done: queue.SimpleQueue[list[HashResult] | BaseException] = queue.SimpleQueue()
         self._batch: list[tuple[str, bool]] = []
@@ -224,7 +241,7 @@ class HashPipeline:
             if self._cancelled.is_set():
                 continue
             try:
-                self._done.put([_hash_one(path, crc) for path, crc in items])
+                self._done.put([_hash_one(path, crc, self._known) for path, crc in items])
             except BaseException as exc:  # handed to the waiting thread, raised there
                 self._done.put(exc)
 

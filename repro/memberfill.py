@@ -4,7 +4,8 @@ is written: pack's counterpart of `repro.membercopy`.
 The tar writer lays a vault wheel out as its header and a hole of the wheel's planned
 size (`DeterministicTarWriter.add_hole`); a pool of threads then fills the holes, largest
 first. Each thread reads the installed files straight into a page-aligned buffer,
-hashes the buffer and writes it at its offset (past the page cache where the bundle is
+checks each file's CRC-32 against the plan (the ZIP headers state it), hashes the
+buffer and writes it at its offset (past the page cache where the bundle is
 written so, `repro.directio.write_span`): every byte is read once and hashed once on its
 way into the bundle, and the wheels are hashed on as many cores as there are threads
 (one SHA-256 stream per wheel, in the tar writer's thread, had bound pack to one core).
@@ -24,22 +25,25 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.crc import crc32
 from repro.directio import ALIGN, write_span
 from repro.errors import InputError
 
-BUFFER_SIZE = 4 << 20
+BUFFER_SIZE = 8 << 20
 MAX_THREADS = 8  # threads that read and hash
-WRITERS = 2  # threads that write
+WRITERS = 4  # threads that write
 
 
 @dataclass(frozen=True)
 class FileRun:
-    """All `size` bytes of the file `path`; `mtime_ns`, when known, is the modification
-    time the pack saw when it planned the member: a file changed since stops the pack."""
+    """All `size` bytes of the file `path`. `mtime_ns` and `crc32`, when known, are what
+    the pack saw when it planned the member (the ZIP header states the CRC-32): a file
+    whose modification time or bytes differ stops the pack."""
 
     path: Path
     size: int
     mtime_ns: int | None = None
+    crc32: int | None = None
 
 
 Piece = bytes | FileRun
@@ -193,6 +197,7 @@ def _fill(hole: Hole, writes: _Writes) -> str:
             written += len(piece)
             continue
         source = _open(piece)
+        checksum = 0
         try:
             remaining = piece.size
             while remaining:
@@ -203,12 +208,16 @@ def _fill(hole: Hole, writes: _Writes) -> str:
                     raise InputError(f"cannot read {piece.path}: {exc.strerror}") from exc
                 if count == 0:
                     raise _changed(piece)
+                if piece.crc32 is not None:
+                    checksum = crc32(view[used : used + count], checksum)
                 used += count
                 remaining -= count
                 if used == len(view):
                     flush()
         finally:
             os.close(source)
+        if piece.crc32 is not None and checksum != piece.crc32:
+            raise _changed(piece, "its CRC-32 is not the one planned")
         written += piece.size
     if written != hole.size:
         raise InputError(f"{hole.name}: {written} bytes produced where {hole.size} were planned")
@@ -230,8 +239,8 @@ def _open(piece: FileRun) -> int:
     return source
 
 
-def _changed(piece: FileRun) -> InputError:
+def _changed(piece: FileRun, how: str = "") -> InputError:
     return InputError(
-        f"{piece.path} changed while it was packed (planned {piece.size} bytes)",
+        f"{piece.path} changed while it was packed ({how or f'planned {piece.size} bytes'})",
         hint="stop whatever writes into the environment and pack again",
     )

@@ -31,7 +31,7 @@ CONTENDERS = {
         "repro scan",
         "sha256sum (files)",
         "cat (read ceiling)",
-        "repro pack --wheels none",
+        "repro pack --wheels none --rehash",
         "read+sha256 ceiling (bench/ceiling.py)",
     ],
     "pack": [
@@ -42,6 +42,7 @@ CONTENDERS = {
         "repro pack --wheels all, REPRO_DIRECT_IO=0",
         "venv-pack --format tar",
         "venv-pack --format tar, then sync of its output",
+        "repro pack --wheels all --rehash",
     ],
     "unpack": [
         "repro unpack --offline",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.crc import crc32
 from repro.directio import ALIGN, DirectWriter, open_direct, preallocate, write_span
 from repro.errors import InputError
 from repro.memberfill import BUFFER_SIZE, FileRun, Hole, Piece, fill_holes
@@ -150,5 +151,24 @@ def test_pieces_that_do_not_add_up_to_the_hole_stop_it(tmp_path: Path, error: st
     try:
         with pytest.raises(InputError, match=r"w\.whl: .*planned"):
             dict(fill_holes(fd, None, [Hole("w.whl", 0, size, [b"12345678"])], jobs=1))
+    finally:
+        os.close(fd)
+
+
+def test_bytes_that_differ_from_the_planned_crc_stop_the_hole(tmp_path: Path) -> None:
+    """Size and mtime can stay the same when a file is rewritten (utime sets it back);
+    the CRC-32 the plan put in the ZIP header is checked against the bytes read."""
+    source = tmp_path / "m.bin"
+    data = os.urandom(BUFFER_SIZE + 99)
+    source.write_bytes(data)
+    mtime = source.stat().st_mtime_ns
+    good = FileRun(source, len(data), mtime, crc32(data))
+    bad = FileRun(source, len(data), mtime, crc32(data) ^ 1)
+    fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        done = dict(fill_holes(fd, None, [Hole("ok", 0, len(data), [good])], jobs=1))
+        assert done["ok"] == hashlib.sha256(data).hexdigest()
+        with pytest.raises(InputError, match=r"m\.bin changed while it was packed \(its CRC-32"):
+            dict(fill_holes(fd, None, [Hole("bad", 0, len(data), [bad])], jobs=1))
     finally:
         os.close(fd)

@@ -697,3 +697,50 @@ def test_writeback_hands_what_was_written_to_the_kernel_while_writing(
     assert writeback.started == len(data)
     assert target.read_bytes() == data
     assert not any(t.name == "repro-writeback" and t.is_alive() for t in threading.enumerate())
+
+
+# --- the scan cache ------------------------------------------------------------------
+
+
+def test_packing_again_trusts_unchanged_files_and_still_finds_a_new_patch(
+    tmp_path: Path,
+) -> None:
+    """A second pack reads no file that did not change; a patch made after it, even one
+    that keeps the file's size and mtime, is found by the third, and its vault wheel
+    carries the patched bytes. --rehash reads everything."""
+    root = tmp_path / "svc"
+    root.mkdir()
+    venv = make_venv(PYTHON_312, root / ".venv")
+    pip(venv, "install", "-q", "six")
+    newest = max(p.lstat().st_ctime for p in (root / ".venv").rglob("*"))
+    time.sleep(max(0.0, newest + 2.1 - time.time()))  # out of the racy window (2 s)
+    env = pack_env(XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    args = ("--wheels", "all", "--offline", "--json")
+
+    def packed(version: str, *extra: str) -> tuple[dict[str, Any], str]:
+        proc = pack(str(root), "-o", f"{tmp_path}/out/", "--version", version, *args, *extra,
+                    env=env)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr.decode()
+        return json.loads(proc.stdout), proc.stderr.decode()
+
+    _, first = packed("1")
+    assert "0 of " in first
+    _, second = packed("2")
+    counts = second.split("files unchanged")[0].split()[-3:]  # "N of M"
+    assert counts[0] == counts[2] and int(counts[0]) > 10, second
+    six = next((root / ".venv").glob("lib/python3.*/site-packages/six.py"))
+    before = six.stat()
+    text = six.read_bytes()
+    patched = text.replace(b'__author__ = "Benjamin Peterson', b'__author__ = "Patchman Peterson')
+    assert patched != text and len(patched) == len(text)
+    six.write_bytes(patched)
+    os.utime(six, ns=(before.st_atime_ns, before.st_mtime_ns))
+    summary, third = packed("3")
+    assert "six: six.py (modified)" in summary["patched_files"]
+    assert f"{int(counts[0]) - 1} of {counts[2]} files unchanged" in third
+    tree = extract(Path(summary["path"]), tmp_path / "x")
+    wheel = next((tree / "env" / "wheels").glob("six-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("six.py") == patched
+    _, rehashed = packed("4", "--rehash")
+    assert "files unchanged" not in rehashed

@@ -46,6 +46,12 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
 @click.option("--jobs", type=click.IntRange(min=1), help="Hashing threads (default: all cores).")
 @click.option("--offline", is_flag=True, help="Never download (pristine wheels, vault).")
 @click.option(
+    "--rehash",
+    is_flag=True,
+    help="Read every installed file; do not trust the scan cache of files unchanged "
+    "(same inode, size, mtime and ctime) since the last pack.",
+)
+@click.option(
     "--sign",
     type=click.Path(path_type=Path),
     help="Private SSH key: sign MANIFEST.sha256 (ssh-keygen -Y sign, namespace repro-bundle).",
@@ -71,6 +77,7 @@ def pack_command(
     units: tuple[str, ...],
     jobs: int | None,
     offline: bool,
+    rehash: bool,
     sign: Path | None,
     import_modules: bool | None,
     as_json: bool,
@@ -94,6 +101,7 @@ def pack_command(
         units=units,
         jobs=jobs,
         download=not offline,
+        rehash=rehash,
         sign=sign,
         import_modules=import_modules,
     )

@@ -239,7 +239,7 @@ def _pieces(content: Streamed) -> Iterator[Piece]:
             yield piece
         else:
             assert piece.source is not None
-            yield FileRun(piece.source, piece.size, piece.mtime_ns)
+            yield FileRun(piece.source, piece.size, piece.mtime_ns, piece.crc32)
 
 
 def _changed_wheel(content: Streamed, rel: str) -> InputError:

@@ -78,6 +78,7 @@ from repro.snapshot.reproduce import (
     render_setup_env,
 )
 from repro.snapshot.scan import ScanReport, scan_environment
+from repro.snapshot.scancache import ScanCache
 from repro.snapshot.vault import VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
@@ -110,6 +111,7 @@ class PackOptions:
     download: bool = True
     tool_wheels: bool = True
     cache_dir: Path | None = None
+    rehash: bool = False  # read every file, not trusting the scan cache
     sign: Path | None = None  # private key: sign MANIFEST.sha256 with ssh-keygen -Y sign
     # import torch & co. in the target (runtime facts, devices); None: repro.toml's
     # [env] import_modules, default False: read the key modules from their files
@@ -459,14 +461,22 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             download=options.download,
         )
 
-        say("scanning installed files against RECORD")
+        known = None if options.rehash else ScanCache(cache_dir / "scan", facts.python.prefix)
+        say(
+            "scanning installed files against RECORD"
+            + (f" ({len(known)} files in the scan cache)" if known else "")
+        )
         scan = scan_environment(
             facts,
             packages=config.patches.packages or None,
             ignore=config.patches.ignore,
             jobs=options.jobs,
             crc_for=selection.rebuilt,
+            known=known,
         )
+        if known is not None:
+            say(f"  {known.hits} of {scan.files_checked} files unchanged since the last pack")
+            known.save(scan.digests.values())
         workspace = []
         if config.patches.workspace is not None:
             workspace = load_workspace_patches(

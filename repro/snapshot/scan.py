@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from repro.hashing import HashPipeline, HashResult, ProgressCallback
+from repro.hashing import HashPipeline, HashResult, KnownFiles, ProgressCallback
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
 
@@ -111,11 +111,13 @@ def scan_environment(
     jobs: int | None = None,
     on_progress: ProgressCallback | None = None,
     crc_for: Collection[str] = (),
+    known: KnownFiles | None = None,
 ) -> ScanReport:
     """Find every modified, added and deleted file of the selected distributions.
 
     Files of the distributions named in `crc_for` (normalised names) also get their
-    CRC-32 in the same read: the pack rebuilds their wheels from these digests.
+    CRC-32 in the same read: the pack rebuilds their wheels from these digests. Files
+    `known` vouches for (the scan cache) are not read.
     """
     dists, skipped = select_distributions(facts, packages)
     # string paths here: a venv has ~100k RECORD rows and pathlib costs more than hashing
@@ -128,7 +130,7 @@ def scan_environment(
     crc_names = {normalize_name(n) for n in crc_for}
     # Files are hashed while the RECORDs are still read and package directories walked:
     # the pool starts on the first distribution's files, largest first by RECORD size.
-    with HashPipeline(jobs) as pipeline:
+    with HashPipeline(jobs, known) as pipeline:
         for dist in all_dists:
             # every RECORD is read, so a file another distribution lists is never "added"
             entries = read_record(Path(dist.metadata_dir) / "RECORD")

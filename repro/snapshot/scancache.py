@@ -1,0 +1,139 @@
+"""What an earlier pack read from each installed file, trusted while the file is
+provably the same one, unchanged: git's index, for a venv.
+
+A pack reads every installed file to check it against RECORD (and takes its CRC-32 for
+the vault wheels). Packing the same environment again after a small change (a patch
+tweaked, a unit edited) would read gigabytes that did not change. The scan cache keeps,
+per file, its sha256 and CRC-32 with the identity the file had when it was read: device,
+inode, size, modification time and change time, in nanoseconds. A file whose identity is
+the same was not written since: every write moves the change time, which no user
+process can set back (utime sets it to now). `repro pack --rehash` reads everything.
+
+Racy entries are not kept: a file changed within the clock's granularity of its last
+read could keep the same times, so a file whose change time is less than `RACY_NS`
+before the read started is read again next time (git's "racily clean" rule).
+
+Vault wheels do not rest on the cache alone: their writer checks the CRC-32 of every
+byte it reads against the planned one (`repro.memberfill`).
+
+The cache is a text file per environment under `$XDG_CACHE_HOME/repro/scan` (one line
+per file), replaced atomically; a cache that cannot be read is ignored, one that cannot
+be written is skipped. The newest `KEEP` files are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from repro.hashing import HashResult
+
+FORMAT = "repro-scan-cache 1"
+RACY_NS = 2_000_000_000
+KEEP = 16
+
+Identity = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
+
+
+def identity(info: os.stat_result) -> Identity:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def default_directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "repro" / "scan"
+
+
+class ScanCache:
+    """The known files of one environment (`root`, its prefix), loaded from `directory`."""
+
+    def __init__(self, directory: Path, root: str, *, racy_ns: int = RACY_NS) -> None:
+        self.racy_ns = racy_ns
+        self.path = directory / f"{hashlib.sha256(root.encode()).hexdigest()[:24]}.tsv"
+        self.root = root
+        self.started_ns = time.time_ns()
+        self.hits = 0
+        self._known: dict[str, tuple[Identity, str, int | None]] = {}
+        self._load()
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def lookup(self, path: str, crc: bool) -> HashResult | None:
+        """The cached result for `path` when the file is still the one read (and the
+        CRC-32 is known where `crc` asks for it); None to read it."""
+        known = self._known.get(path)
+        if known is None:
+            return None
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        ident, digest, checksum = known
+        if ident != identity(info) or (crc and checksum is None):
+            return None
+        self.hits += 1
+        return HashResult(
+            path, digest, info.st_size, None, checksum, info.st_mtime_ns, info.st_mode, ident
+        )
+
+    def save(self, results: Iterable[HashResult]) -> None:
+        """Keep what this scan read or found (not racy entries, not errors); replaces the
+        file. A cache that cannot be written is no error: the next pack reads again."""
+        racy_after = self.started_ns - self.racy_ns
+        lines = [FORMAT + "\t" + self.root]
+        for result in results:
+            ident = result.identity
+            if result.digest is None or ident is None or ident[4] >= racy_after:
+                continue
+            if "\t" in result.path or "\n" in result.path:
+                continue
+            crc = "" if result.crc32 is None else str(result.crc32)
+            fields = [result.path, *map(str, ident), result.digest, crc]
+            lines.append("\t".join(fields))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, name = tempfile.mkstemp(prefix=".scan-", dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as stream:
+                stream.write("\n".join(lines) + "\n")
+            os.replace(name, self.path)
+        except OSError:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(name)
+            return
+        _prune(self.path.parent)
+
+    def _load(self) -> None:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return
+        lines = text.split("\n")
+        if lines[0] != FORMAT + "\t" + self.root:
+            return
+        known: dict[str, tuple[Identity, str, int | None]] = {}
+        for line in lines[1:]:
+            fields = line.split("\t")
+            if len(fields) != 8:
+                continue
+            try:
+                dev, ino, size, mtime, ctime = (int(f) for f in fields[1:6])
+                checksum = int(fields[7]) if fields[7] else None
+            except ValueError:
+                continue
+            if len(fields[6]) != 64:
+                continue
+            known[fields[0]] = ((dev, ino, size, mtime, ctime), fields[6], checksum)
+        self._known = known
+
+
+def _prune(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        files = sorted(directory.glob("*.tsv"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in files[KEEP:]:
+            stale.unlink()

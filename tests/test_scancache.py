@@ -1,0 +1,116 @@
+"""The scan cache: files an earlier pack read, trusted while their identity (device,
+inode, size, mtime, ctime) is unchanged. Real files, real hashing threads."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from repro.hashing import HashPipeline, HashResult
+from repro.snapshot.scancache import FORMAT, ScanCache
+
+
+def _scan(paths: list[Path], known: ScanCache | None, crc: bool = True) -> dict[str, HashResult]:
+    with HashPipeline(2, known) as pipeline:
+        for path in paths:
+            pipeline.submit(str(path), path.stat().st_size, crc)
+        return pipeline.finish()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[Path]:
+    root = tmp_path / "site"
+    root.mkdir()
+    paths = []
+    for index, size in enumerate([0, 10, 4096, 3 << 20]):
+        path = root / f"f{index}.py"
+        path.write_bytes(os.urandom(size))
+        paths.append(path)
+    return paths
+
+
+def test_unchanged_files_are_not_read_again(tmp_path: Path, files: list[Path]) -> None:
+    cache_dir = tmp_path / "cache"
+    first = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    assert len(first) == 0
+    results = _scan(files, first)
+    assert first.hits == 0
+    first.save(results.values())
+    again = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    assert len(again) == len(files)
+    cached = _scan(files, again)
+    assert again.hits == len(files)
+    for path in files:
+        assert cached[str(path)].digest == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert cached[str(path)].crc32 == results[str(path)].crc32
+        assert cached[str(path)].size == path.stat().st_size
+
+
+def test_a_change_that_keeps_size_and_mtime_is_still_read(
+    tmp_path: Path, files: list[Path]
+) -> None:
+    """The hard case: same size, mtime set back with utime. The ctime moved (no user
+    process can set it), so the file is read again and its new digest found."""
+    cache = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
+    cache.save(_scan(files, cache).values())
+    target = files[2]
+    before = target.stat()
+    changed = os.urandom(before.st_size)
+    target.write_bytes(changed)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert target.stat().st_mtime_ns == before.st_mtime_ns
+    again = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
+    results = _scan(files, again)
+    assert again.hits == len(files) - 1
+    assert results[str(target)].digest == hashlib.sha256(changed).hexdigest()
+
+
+def test_a_replaced_file_and_a_missing_crc_are_read(tmp_path: Path, files: list[Path]) -> None:
+    cache = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
+    cache.save(_scan(files, cache, crc=False).values())
+    data = files[1].read_bytes()
+    files[1].unlink()
+    files[1].write_bytes(data)  # same bytes, a new inode
+    again = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
+    _scan(files, again, crc=False)
+    assert again.hits == len(files) - 1
+    # the pack asks for CRC-32s (vault wheels) the cache does not hold: read them
+    third = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
+    results = _scan(files, third, crc=True)
+    assert third.hits == 0
+    assert all(r.crc32 is not None for r in results.values())
+
+
+def test_files_changed_just_before_the_scan_are_not_kept(tmp_path: Path, files: list[Path]) -> None:
+    """Racy entries: a file whose ctime is within the clock's reach of the scan could
+    change again without its times moving; such files are read next time."""
+    cache = ScanCache(tmp_path / "cache", str(tmp_path))  # the default window, 2 s
+    cache.save(_scan(files, cache).values())
+    assert len(ScanCache(tmp_path / "cache", str(tmp_path))) == 0
+
+
+def test_a_damaged_or_foreign_cache_is_ignored(tmp_path: Path, files: list[Path]) -> None:
+    cache = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
+    cache.save(_scan(files, cache).values())
+    text = cache.path.read_text()
+    lines = text.splitlines()
+    assert lines[0] == f"{FORMAT}\t{tmp_path}"
+    # a broken line is skipped, the others still count
+    cache.path.write_text("\n".join([lines[0], "garbage\tline", *lines[1:]]) + "\n")
+    assert len(ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)) == len(files)
+    # another environment's file at the same name (or an older format) is not used
+    cache.path.write_text(text.replace(str(tmp_path), "/elsewhere", 1))
+    assert len(ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)) == 0
+    cache.path.write_bytes(b"\xff\xfe not text")
+    assert len(ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)) == 0
+
+
+def test_an_unwritable_cache_is_skipped(tmp_path: Path, files: list[Path]) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory would be")
+    cache = ScanCache(blocker, str(tmp_path), racy_ns=0)
+    cache.save(_scan(files, cache).values())  # no error
+    assert blocker.read_text().startswith("a file")
