@@ -82,10 +82,9 @@ class DirectWriter:
         self._direct: int | None = direct
         self._size = buffer_size
         self._free: queue.Queue[mmap.mmap] = queue.Queue()
+        self._spare = DEPTH - 1  # buffers not allocated yet: made when first needed
         # (buffer, file offset of its first byte, first and end index to write)
         self._full: queue.Queue[tuple[mmap.mmap, int, int, int] | None] = queue.Queue()
-        for _ in range(DEPTH - 1):
-            self._free.put(mmap.mmap(-1, buffer_size))
         self._buffer = mmap.mmap(-1, buffer_size)
         self._used = 0  # bytes in the current buffer
         self._base = 0  # file offset of the current buffer's first byte (aligned)
@@ -143,8 +142,7 @@ class DirectWriter:
             return
         if self._used > self._lead:
             self._full.put((self._buffer, self._base, self._lead, self._used))
-            self._buffer = self._free.get()
-            self._check()
+            self._buffer = self._next_buffer()
         target = end + count
         self._base = target - target % ALIGN
         self._lead = self._used = target - self._base
@@ -219,8 +217,20 @@ class DirectWriter:
         self._full.put((self._buffer, self._base, self._lead, self._used))
         self._base += self._used
         self._used = self._lead = 0
-        self._buffer = self._free.get()
+        self._buffer = self._next_buffer()
+
+    def _next_buffer(self) -> mmap.mmap:
+        """A free buffer; a new one while fewer than DEPTH exist and none is free (a
+        pack whose wheels go into holes writes little here: two or three suffice)."""
+        try:
+            buffer = self._free.get_nowait()
+        except queue.Empty:
+            if self._spare:
+                self._spare -= 1
+                return mmap.mmap(-1, self._size)
+            buffer = self._free.get()
         self._check()
+        return buffer
 
     def _overwrite(self, view: memoryview) -> None:
         """Write `view` over bytes already written at the current position."""

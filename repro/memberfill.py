@@ -20,7 +20,7 @@ import mmap
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +29,9 @@ from repro.crc import crc32
 from repro.directio import ALIGN, write_span
 from repro.errors import InputError
 
-BUFFER_SIZE = 8 << 20
+BUFFER_SIZE = 4 << 20
 MAX_THREADS = 8  # threads that read and hash
-WRITERS = 4  # threads that write
+WRITERS = 2  # threads that write
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class _Writes:
 
 def fill_holes(
     fd: int, direct: int | None, holes: Sequence[Hole], *, jobs: int
-) -> Iterator[tuple[str, str]]:
+) -> Generator[tuple[str, str], None, None]:
     """Write every hole (largest first, `jobs` threads at most) and yield (name, sha256)
     as each is written. The first error stops the others at their next buffer and is
     raised; the file is then half written, and the caller throws it away."""

@@ -211,14 +211,18 @@ def stream_members(
                 raise InputError(
                     f"cannot write archive {top}: {exc.strerror} ({writer.tell()} bytes)"
                 ) from exc
-            for rel, digest in fill_holes(fd, direct, holes, jobs=jobs or default_jobs()):
-                content = members.items[rel]
-                assert isinstance(content, Streamed)
-                if content.deferred:
-                    taken[content.sha256] = digest
-                elif digest != content.sha256:
-                    raise _changed_wheel(content, rel)
-                writer.settle(rel, digest)
+            # closed before the writer: no hole is written once the file is thrown away
+            with contextlib.closing(
+                fill_holes(fd, direct, holes, jobs=jobs or default_jobs())
+            ) as filled:
+                for rel, digest in filled:
+                    content = members.items[rel]
+                    assert isinstance(content, Streamed)
+                    if content.deferred:
+                        taken[content.sha256] = digest
+                    elif digest != content.sha256:
+                        raise _changed_wheel(content, rel)
+                    writer.settle(rel, digest)
         if fill is not None:
             for rel, data in fill(taken).items():
                 writer.fill(rel, data)
