@@ -136,7 +136,7 @@ def fill_holes(
         return
     threads = max(1, min(jobs, MAX_THREADS, len(holes)))
     stop = threading.Event()
-    writes = _Writes(fd, direct, threads + WRITERS + 1, stop)
+    writes = _Writes(fd, direct, threads + WRITERS, stop)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="repro-fill")
     try:
         futures: dict[Future[str], Hole] = {

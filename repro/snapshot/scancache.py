@@ -26,22 +26,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import struct
 import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from repro.hashing import HashResult
+from repro.hashing import IDENTITY, HashResult, file_identity
 
 FORMAT = "repro-scan-cache 1"
 RACY_NS = 2_000_000_000
 KEEP = 16
-
-Identity = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
-
-
-def identity(info: os.stat_result) -> Identity:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+_CRC = struct.Struct("<I")
 
 
 def default_directory() -> Path:
@@ -50,7 +46,11 @@ def default_directory() -> Path:
 
 
 class ScanCache:
-    """The known files of one environment (`root`, its prefix), loaded from `directory`."""
+    """The known files of one environment (`root`, its prefix), loaded from `directory`.
+
+    Each file's entry is one bytes value: its identity (`file_identity`, 40 bytes), the
+    raw sha256 (32) and, when known, the CRC-32 (4): a venv of 50k files costs a few MB.
+    """
 
     def __init__(self, directory: Path, root: str, *, racy_ns: int = RACY_NS) -> None:
         self.racy_ns = racy_ns
@@ -58,7 +58,7 @@ class ScanCache:
         self.root = root
         self.started_ns = time.time_ns()
         self.hits = 0
-        self._known: dict[str, tuple[Identity, str, int | None]] = {}
+        self._known: dict[str, bytes] = {}
         self._load()
 
     def __len__(self) -> int:
@@ -68,67 +68,81 @@ class ScanCache:
         """The cached result for `path` when the file is still the one read (and the
         CRC-32 is known where `crc` asks for it); None to read it."""
         known = self._known.get(path)
-        if known is None:
+        if known is None or (crc and len(known) < 76):
             return None
         try:
             info = os.stat(path)
         except OSError:
             return None
-        ident, digest, checksum = known
-        if ident != identity(info) or (crc and checksum is None):
+        ident = known[:40]
+        if ident != file_identity(info):
             return None
         self.hits += 1
+        checksum = _CRC.unpack_from(known, 72)[0] if len(known) >= 76 else None
         return HashResult(
-            path, digest, info.st_size, None, checksum, info.st_mtime_ns, info.st_mode, ident
+            path,
+            known[40:72].hex(),
+            info.st_size,
+            None,
+            checksum,
+            info.st_mtime_ns,
+            info.st_mode,
+            ident,
         )
 
     def save(self, results: Iterable[HashResult]) -> None:
         """Keep what this scan read or found (not racy entries, not errors); replaces the
         file. A cache that cannot be written is no error: the next pack reads again."""
         racy_after = self.started_ns - self.racy_ns
-        lines = [FORMAT + "\t" + self.root]
-        for result in results:
-            ident = result.identity
-            if result.digest is None or ident is None or ident[4] >= racy_after:
-                continue
-            if "\t" in result.path or "\n" in result.path:
-                continue
-            crc = "" if result.crc32 is None else str(result.crc32)
-            fields = [result.path, *map(str, ident), result.digest, crc]
-            lines.append("\t".join(fields))
+        name = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, name = tempfile.mkstemp(prefix=".scan-", dir=self.path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as stream:
-                stream.write("\n".join(lines) + "\n")
+                stream.write(FORMAT + "\t" + self.root + "\n")
+                for result in results:
+                    ident = result.identity
+                    if result.digest is None or ident is None or "\t" in result.path:
+                        continue
+                    fields = IDENTITY.unpack(ident)
+                    if fields[4] >= racy_after or "\n" in result.path:
+                        continue
+                    crc = "" if result.crc32 is None else str(result.crc32)
+                    stream.write(
+                        "\t".join([result.path, *map(str, fields), result.digest, crc]) + "\n"
+                    )
             os.replace(name, self.path)
         except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(name)
+            if name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
             return
         _prune(self.path.parent)
 
     def _load(self) -> None:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            stream = open(self.path, encoding="utf-8")  # noqa: SIM115
+        except OSError:
+            return
+        known: dict[str, bytes] = {}
+        try:
+            with stream:
+                if stream.readline() != FORMAT + "\t" + self.root + "\n":
+                    return
+                for line in stream:
+                    fields = line.rstrip("\n").split("\t")
+                    if len(fields) != 8 or len(fields[6]) != 64:
+                        continue
+                    try:
+                        value = IDENTITY.pack(*(int(f) for f in fields[1:6]))
+                        value += bytes.fromhex(fields[6])
+                        if fields[7]:
+                            value += _CRC.pack(int(fields[7]))
+                    except (ValueError, struct.error):
+                        continue
+                    known[fields[0]] = value
         except (OSError, UnicodeDecodeError):
             return
-        lines = text.split("\n")
-        if lines[0] != FORMAT + "\t" + self.root:
-            return
-        known: dict[str, tuple[Identity, str, int | None]] = {}
-        for line in lines[1:]:
-            fields = line.split("\t")
-            if len(fields) != 8:
-                continue
-            try:
-                dev, ino, size, mtime, ctime = (int(f) for f in fields[1:6])
-                checksum = int(fields[7]) if fields[7] else None
-            except ValueError:
-                continue
-            if len(fields[6]) != 64:
-                continue
-            known[fields[0]] = ((dev, ino, size, mtime, ctime), fields[6], checksum)
         self._known = known
 
 
