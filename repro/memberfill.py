@@ -30,7 +30,7 @@ from repro.directio import ALIGN, write_span
 from repro.errors import InputError
 
 BUFFER_SIZE = 4 << 20
-MAX_THREADS = 8  # threads that read and hash
+MAX_THREADS = 4  # threads that read and hash: the writing binds (bench/README.md)
 WRITERS = 2  # threads that write
 
 

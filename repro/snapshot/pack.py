@@ -477,6 +477,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
         if known is not None:
             say(f"  {known.hits} of {scan.files_checked} files unchanged since the last pack")
             known.save(scan.digests.values())
+            known = None  # its entries are not needed again (a few MB for a large venv)
         workspace = []
         if config.patches.workspace is not None:
             workspace = load_workspace_patches(
