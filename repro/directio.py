@@ -11,10 +11,13 @@ O_DIRECT the device reads the bytes straight from aligned buffers: 4 GB took 2.6
 `DirectWriter` fills page-aligned buffers and hands them to a few threads that write them,
 each at its own offset (so the disk works while the caller reads and hashes the next
 bytes, with several writes in flight: one synchronous 8 MiB write at a time left the GPU
-host's NVMe disk at ~1 GB/s). The last partial
-block, and bytes rewritten in place after they were handed off (reserved members filled
-in later), go through an ordinary descriptor of the same file; every range is written
-through one path only, so the two never overlap in a page. Where the file system refuses
+host's NVMe disk at ~1 GB/s). `skip` leaves a hole that other threads fill
+(`write_span`, `repro.memberfill`: the vault wheels, written in parallel). Partial pages
+(the last one, those at a hole's edges, shared with the thread that fills it) and bytes
+rewritten in place after they were handed off (reserved members filled in later) go
+through an ordinary descriptor of the same file, whole pages past the cache: no page is
+written both ways at once. `preallocate` reserves the file's blocks first, so parallel
+direct writes do not serialize on growing it. Where the file system refuses
 O_DIRECT (tmpfs, some network file systems), `open_direct` returns None and the caller
 writes as usual; a refusal at the first write switches the writer to ordinary writes.
 """

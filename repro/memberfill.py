@@ -146,11 +146,15 @@ def fill_holes(
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for future in done:
-                error = future.exception()
-                if error is not None and not isinstance(error, Stopped):
-                    stop.set()
-                    raise error
+            errors = [e for e in (f.exception() for f in done) if e is not None]
+            if errors:
+                stop.set()
+                for error in errors:
+                    if not isinstance(error, Stopped):
+                        raise error
+                # only stopped fillers: a write failed (the disk, the descriptor)
+                writes.close()
+                raise writes.error or errors[0]
             for future in done:
                 yield futures[future].name, future.result()
         writes.close()

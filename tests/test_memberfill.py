@@ -3,6 +3,7 @@ the test machine's disk, through O_DIRECT and through the page cache."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
 import os
@@ -172,3 +173,21 @@ def test_bytes_that_differ_from_the_planned_crc_stop_the_hole(tmp_path: Path) ->
             dict(fill_holes(fd, None, [Hole("bad", 0, len(data), [bad])], jobs=1))
     finally:
         os.close(fd)
+
+
+def test_a_failed_write_is_raised_not_the_stopped_fillers(tmp_path: Path) -> None:
+    """The writer threads fail (a read-only descriptor: EBADF, a real error); the fillers
+    stop at their next buffer and the caller gets the write's error."""
+    path = tmp_path / "out"
+    path.write_bytes(b"")
+    rng = random.Random(5)
+    pieces = _files(tmp_path, rng, [3 * BUFFER_SIZE])
+    fd = os.open(path, os.O_RDONLY)
+    started = threading.active_count()
+    try:
+        with pytest.raises(OSError) as caught:
+            dict(fill_holes(fd, None, [Hole("w", 0, len(_bytes(pieces)), pieces)], jobs=2))
+    finally:
+        os.close(fd)
+    assert caught.value.errno == errno.EBADF
+    assert threading.active_count() == started

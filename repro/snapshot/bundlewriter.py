@@ -212,17 +212,19 @@ def stream_members(
                     f"cannot write archive {top}: {exc.strerror} ({writer.tell()} bytes)"
                 ) from exc
             # closed before the writer: no hole is written once the file is thrown away
-            with contextlib.closing(
-                fill_holes(fd, direct, holes, jobs=jobs or default_jobs())
-            ) as filled:
-                for rel, digest in filled:
-                    content = members.items[rel]
-                    assert isinstance(content, Streamed)
-                    if content.deferred:
-                        taken[content.sha256] = digest
-                    elif digest != content.sha256:
-                        raise _changed_wheel(content, rel)
-                    writer.settle(rel, digest)
+            filled = fill_holes(fd, direct, holes, jobs=jobs or default_jobs())
+            try:
+                with contextlib.closing(filled):
+                    for rel, digest in filled:
+                        content = members.items[rel]
+                        assert isinstance(content, Streamed)
+                        if content.deferred:
+                            taken[content.sha256] = digest
+                        elif digest != content.sha256:
+                            raise _changed_wheel(content, rel)
+                        writer.settle(rel, digest)
+            except OSError as exc:
+                raise InputError(f"cannot write archive {top}: {exc.strerror or exc}") from exc
         if fill is not None:
             for rel, data in fill(taken).items():
                 writer.fill(rel, data)
