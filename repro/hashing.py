@@ -44,6 +44,8 @@ class HashResult:
     mode: int = 0
     # `file_identity` of the file as fstat found it before the read
     identity: bytes | None = None
+    # read for its CRC-32 only; `digest` is what RECORD says, checked where it is written
+    sha_deferred: bool = False
 
 
 IDENTITY = struct.Struct("<QQqqq")  # dev, ino, size, mtime_ns, ctime_ns
@@ -92,7 +94,9 @@ class KnownFiles(Protocol):
     def lookup(self, path: str, crc: bool) -> HashResult | None: ...
 
 
-def _hash_one(path: Path | str, crc: bool = False, known: KnownFiles | None = None) -> HashResult:
+def _hash_one(
+    path: Path | str, crc: bool = False, known: KnownFiles | None = None, sha: bool = True
+) -> HashResult:
     # os-level calls, not open(): a venv is mostly small files, and each io object and
     # extra fstat is a GIL hand-off that two hashing threads queue on (bench/, issue 8)
     if known is not None:
@@ -111,11 +115,12 @@ def _hash_one(path: Path | str, crc: bool = False, known: KnownFiles | None = No
             data = os.read(fd, info.st_size + 1)
             if len(data) > info.st_size:
                 data += b"".join(iter(lambda: os.read(fd, CHUNK_SIZE), b""))
-            digest, size = hashlib.sha256(data).hexdigest(), len(data)
-            checksum = crc32(data) if crc else None
+            digest = hashlib.sha256(data).hexdigest() if sha else None
+            size = len(data)
+            checksum = crc32(data) if crc or not sha else None
         else:
             with open(fd, "rb", buffering=0, closefd=False) as stream:
-                digest, size, checksum = _hash_stream_crc(stream, crc)
+                digest, size, checksum = _hash_stream_crc(stream, crc or not sha, sha)
     except OSError as exc:
         return HashResult(os.fspath(path), None, 0, exc.strerror or str(exc))
     finally:
@@ -129,14 +134,17 @@ def _hash_one(path: Path | str, crc: bool = False, known: KnownFiles | None = No
         info.st_mtime_ns,
         info.st_mode,
         file_identity(info),
+        not sha,
     )
 
 
-def _hash_stream_crc(stream: BinaryIO, crc: bool) -> tuple[str, int, int | None]:
+def _hash_stream_crc(
+    stream: BinaryIO, crc: bool, with_sha: bool = True
+) -> tuple[str | None, int, int | None]:
     if not crc:
         digest, size = sha256_stream(stream)
         return digest, size, None
-    sha = hashlib.sha256()
+    sha = hashlib.sha256() if with_sha else None
     checksum = 0
     size = 0
     buffer = bytearray(CHUNK_SIZE)
@@ -145,10 +153,11 @@ def _hash_stream_crc(stream: BinaryIO, crc: bool) -> tuple[str, int, int | None]
         count = stream.readinto(view)  # type: ignore[attr-defined]
         if not count:
             break
-        sha.update(view[:count])
+        if sha is not None:
+            sha.update(view[:count])
         checksum = crc32(view[:count], checksum)
         size += count
-    return sha.hexdigest(), size, checksum
+    return (sha.hexdigest() if sha is not None else None), size, checksum
 
 
 def file_digest(path: Path) -> HashResult:
@@ -156,8 +165,8 @@ def file_digest(path: Path) -> HashResult:
     return _hash_one(path, crc=True)
 
 
-# (priority, sequence, files with their crc flag); None is a worker's stop mark
-_Task = tuple[int, int, list[tuple[str, bool]] | None]
+# (priority, sequence, files with their crc and sha flags); None is a worker's stop mark
+_Task = tuple[int, int, list[tuple[str, bool, bool]] | None]
 
 
 class HashPipeline:
@@ -180,7 +189,7 @@ class HashPipeline:
         self._known = known
         self._queue: queue.PriorityQueue[_Task] = queue.PriorityQueue()
         self._done: queue.SimpleQueue[list[HashResult] | BaseException] = queue.SimpleQueue()
-        self._batch: list[tuple[str, bool]] = []
+        self._batch: list[tuple[str, bool, bool]] = []
         self._batch_bytes = 0
         self._sequence = 0
         self._tasks = 0
@@ -198,12 +207,13 @@ class HashPipeline:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def submit(self, path: str, size: int, crc32: bool = False) -> None:
-        """Queue `path` (expected to be `size` bytes; CRC-32 too when `crc32`)."""
+    def submit(self, path: str, size: int, crc32: bool = False, sha: bool = True) -> None:
+        """Queue `path` (expected to be `size` bytes; CRC-32 too when `crc32`; only the
+        CRC-32, the sha256 deferred to whoever reads the file next, without `sha`)."""
         if size >= BATCH_BYTES:
-            self._put([(path, crc32)], size)
+            self._put([(path, crc32, sha)], size)
             return
-        self._batch.append((path, crc32))
+        self._batch.append((path, crc32, sha))
         self._batch_bytes += size
         if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_FILES:
             self._flush()
@@ -242,7 +252,7 @@ class HashPipeline:
             self._put(self._batch, self._batch_bytes)
             self._batch, self._batch_bytes = [], 0
 
-    def _put(self, items: list[tuple[str, bool]] | None, size: int) -> None:
+    def _put(self, items: list[tuple[str, bool, bool]] | None, size: int) -> None:
         self._sequence += 1
         if items is not None:
             self._tasks += 1
@@ -257,7 +267,7 @@ class HashPipeline:
             if self._cancelled.is_set():
                 continue
             try:
-                self._done.put([_hash_one(path, crc, self._known) for path, crc in items])
+                self._done.put([_hash_one(path, crc, self._known, sha) for path, crc, sha in items])
             except BaseException as exc:  # handed to the waiting thread, raised there
                 self._done.put(exc)
 

@@ -44,6 +44,12 @@ class FileRun:
     size: int
     mtime_ns: int | None = None
     crc32: int | None = None
+    sha256: str | None = None  # checked too: the scan took it from RECORD unread
+
+
+class NotAsRecorded(InputError):
+    """A file whose sha256 was taken from RECORD (its size matched) differs: the pack
+    has to read every file itself (`repro pack` does, once)."""
 
 
 Piece = bytes | FileRun
@@ -202,6 +208,7 @@ def _fill(hole: Hole, writes: _Writes) -> str:
             continue
         source = _open(piece)
         checksum = 0
+        own = hashlib.sha256() if piece.sha256 is not None else None
         try:
             remaining = piece.size
             while remaining:
@@ -214,6 +221,8 @@ def _fill(hole: Hole, writes: _Writes) -> str:
                     raise _changed(piece)
                 if piece.crc32 is not None:
                     checksum = crc32(view[used : used + count], checksum)
+                if own is not None:
+                    own.update(view[used : used + count])
                 used += count
                 remaining -= count
                 if used == len(view):
@@ -222,6 +231,10 @@ def _fill(hole: Hole, writes: _Writes) -> str:
             os.close(source)
         if piece.crc32 is not None and checksum != piece.crc32:
             raise _changed(piece, "its CRC-32 is not the one planned")
+        if own is not None and own.hexdigest() != piece.sha256:
+            raise NotAsRecorded(
+                f"{piece.path} differs from its RECORD hash (its size is the recorded one)"
+            )
         written += piece.size
     if written != hole.size:
         raise InputError(f"{hole.name}: {written} bytes produced where {hole.size} were planned")

@@ -16,7 +16,7 @@ import pytest
 from repro.crc import crc32
 from repro.directio import ALIGN, DirectWriter, open_direct, preallocate, write_span
 from repro.errors import InputError
-from repro.memberfill import BUFFER_SIZE, FileRun, Hole, Piece, fill_holes
+from repro.memberfill import BUFFER_SIZE, FileRun, Hole, NotAsRecorded, Piece, fill_holes
 
 
 def _files(root: Path, rng: random.Random, sizes: list[int]) -> list[Piece]:
@@ -191,3 +191,18 @@ def test_a_failed_write_is_raised_not_the_stopped_fillers(tmp_path: Path) -> Non
         os.close(fd)
     assert caught.value.errno == errno.EBADF
     assert threading.active_count() == started
+
+
+def test_a_file_whose_recorded_sha256_is_wrong_raises_not_as_recorded(tmp_path: Path) -> None:
+    source = tmp_path / "big.so"
+    data = os.urandom(BUFFER_SIZE + 5)
+    source.write_bytes(data)
+    right = FileRun(source, len(data), None, crc32(data), hashlib.sha256(data).hexdigest())
+    wrong = FileRun(source, len(data), None, crc32(data), "0" * 64)
+    fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        assert dict(fill_holes(fd, None, [Hole("ok", 0, len(data), [right])], jobs=1))
+        with pytest.raises(NotAsRecorded, match=r"big\.so differs from its RECORD hash"):
+            dict(fill_holes(fd, None, [Hole("bad", 0, len(data), [wrong])], jobs=1))
+    finally:
+        os.close(fd)

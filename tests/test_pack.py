@@ -744,3 +744,38 @@ def test_packing_again_trusts_unchanged_files_and_still_finds_a_new_patch(
         assert archive.read("six.py") == patched
     _, rehashed = packed("4", "--rehash")
     assert "files unchanged" not in rehashed
+
+
+def test_a_large_file_patched_at_its_recorded_size_is_found_by_the_writing(
+    tmp_path: Path,
+) -> None:
+    """The scan reads files of 64 KiB or more of vaulted distributions for their CRC-32
+    only when their size is RECORD's, and the vault writer checks their sha256 in the
+    same read as it writes them. A patch that keeps the size is found there, and the
+    pack runs again reading every file: the patch is reported and carried."""
+    root = tmp_path / "svc"
+    root.mkdir()
+    make_venv(PYTHON_312, root / ".venv")
+    site = next((root / ".venv").glob("lib/python3.*/site-packages"))
+    target = site / "pip" / "_vendor" / "rich" / "_emoji_codes.py"
+    text = target.read_bytes()
+    assert len(text) >= 64 << 10 and b"EMOJI = {" in text
+    patched = text.replace(b"EMOJI = {", b"EMOJX = {", 1)
+    before = target.stat()
+    target.write_bytes(patched)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    env = pack_env(XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    proc = pack(str(root), "-o", f"{tmp_path}/out/", "--wheels", "all", "--offline", "--json",
+                env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    stderr = " ".join(proc.stderr.decode().split())  # the console wraps long lines
+    assert "_emoji_codes.py differs from its RECORD hash" in stderr
+    assert "packing again, every file read by the scan" in stderr
+    assert stderr.count("pack: scanning installed files") == 2
+    summary = json.loads(proc.stdout)
+    assert "pip: pip/_vendor/rich/_emoji_codes.py (modified)" in summary["patched_files"]
+    tree = extract(Path(summary["path"]), tmp_path / "x")
+    wheel = next((tree / "env" / "wheels").glob("pip-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("pip/_vendor/rich/_emoji_codes.py") == patched
+    assert not list((tmp_path / "out").glob(".*partial"))  # the first try left nothing

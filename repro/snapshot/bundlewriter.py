@@ -245,7 +245,8 @@ def _pieces(content: Streamed) -> Iterator[Piece]:
             yield piece
         else:
             assert piece.source is not None
-            yield FileRun(piece.source, piece.size, piece.mtime_ns, piece.crc32)
+            pending = piece.sha256 if piece.sha256_pending else None
+            yield FileRun(piece.source, piece.size, piece.mtime_ns, piece.crc32, pending)
 
 
 def _changed_wheel(content: Streamed, rel: str) -> InputError:

@@ -41,6 +41,8 @@ from repro.bundle import (
 from repro.config import Config, load_config
 from repro.diffapply import count_diff_lines
 from repro.errors import UsageError
+from repro.hashing import hash_files
+from repro.memberfill import NotAsRecorded
 from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name
 from repro.signing import find_ssh_keygen
@@ -79,7 +81,7 @@ from repro.snapshot.reproduce import (
 )
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.scancache import ScanCache
-from repro.snapshot.vault import VaultReport, hash_vault, plan_vault, select_vault
+from repro.snapshot.vault import VaultEntry, VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
 
@@ -153,6 +155,28 @@ class PackResult:
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "repro"
+
+
+def _check_deferred_not_written(
+    scan: ScanReport, entries: Sequence[VaultEntry], *, jobs: int | None
+) -> None:
+    """The files the scan left to the writing but no rebuilt wheel writes (a wheel taken
+    from elsewhere): hashed here. Raises NotAsRecorded for one that differs."""
+    if not scan.deferred:
+        return
+    written = {
+        os.path.normpath(member.source)
+        for entry in entries
+        if entry.plan is not None
+        for member in entry.plan.zip.members
+        if member.sha256_pending and member.source is not None
+    }
+    rest = sorted(path for path in scan.deferred if os.path.normpath(path) not in written)
+    for path, result in zip(rest, hash_files([Path(p) for p in rest], jobs=jobs), strict=True):
+        if result.digest != scan.digests[path].digest:
+            raise NotAsRecorded(
+                f"{path} differs from its RECORD hash (its size is the recorded one)"
+            )
 
 
 # --- names, versions and the output path ---------------------------------------------
@@ -389,7 +413,23 @@ def _vault_toml(report: VaultReport) -> bytes:
 # --- the pack ----------------------------------------------------------------------------
 
 
+# Files of vaulted distributions this large are read by the scan for their CRC-32 only:
+# their sha256 is checked against RECORD as they are written into the vault wheels.
+DEFER_SHA_FROM = 64 << 10
+
+
 def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResult:
+    """Pack; if a file whose check the scan left to the writing (its size is RECORD's)
+    turns out patched, pack again reading every file itself."""
+    try:
+        return _pack(options, progress, defer=True)
+    except NotAsRecorded as exc:
+        if progress is not None:
+            progress(f"{exc.message}: packing again, every file read by the scan")
+        return _pack(options, progress, defer=False)
+
+
+def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> PackResult:
     say = progress or (lambda message: None)
     source = options.source
     if not source.exists():
@@ -473,11 +513,13 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             jobs=options.jobs,
             crc_for=selection.rebuilt,
             known=known,
+            defer_sha_from=(
+                DEFER_SHA_FROM if defer and can_defer_digests(output, compression) else None
+            ),
         )
         if known is not None:
             say(f"  {known.hits} of {scan.files_checked} files unchanged since the last pack")
-            known.save(scan.digests.values())
-            known = None  # its entries are not needed again (a few MB for a large venv)
+            known.release()  # saved once the bundle is written (deferred checks done)
         workspace = []
         if config.patches.workspace is not None:
             workspace = load_workspace_patches(
@@ -507,6 +549,7 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             jobs=options.jobs,
             digests=scan.digests,
         )
+        _check_deferred_not_written(scan, vault_plan.entries, jobs=options.jobs)
         # Written to a file, the wheels' sha256 are taken on their way into the tar and
         # the lock files that list them are filled in afterwards; else a pass of its own.
         deferred = can_defer_digests(output, compression) and bool(vault_plan.entries)
@@ -645,6 +688,8 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
             fill=fill,
             jobs=options.jobs,
         )
+        if known is not None:
+            known.save(scan.digests.values())
 
     return PackResult(
         path=output,

@@ -13,11 +13,11 @@ import fnmatch
 import hashlib
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from repro.hashing import HashPipeline, HashResult, KnownFiles, ProgressCallback
+from repro.hashing import HashPipeline, HashResult, KnownFiles, ProgressCallback, file_digest
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
 
@@ -55,6 +55,9 @@ class ScanReport:
     site_dirs: Mapping[str, str] = field(default_factory=dict)  # dist name -> its site dir
     digests: Mapping[str, HashResult] = field(default_factory=dict, repr=False)
     """What the scan read, by normalised absolute path: the wheel rebuild reuses it."""
+    deferred: frozenset[str] = frozenset()
+    """Files read for their CRC-32 only (`defer_sha_from`): their size is RECORD's and
+    their digest in `digests` is RECORD's, to be checked by whoever writes them."""
 
     @property
     def clean(self) -> bool:
@@ -112,12 +115,19 @@ def scan_environment(
     on_progress: ProgressCallback | None = None,
     crc_for: Collection[str] = (),
     known: KnownFiles | None = None,
+    defer_sha_from: int | None = None,
 ) -> ScanReport:
     """Find every modified, added and deleted file of the selected distributions.
 
     Files of the distributions named in `crc_for` (normalised names) also get their
     CRC-32 in the same read: the pack rebuilds their wheels from these digests. Files
     `known` vouches for (the scan cache) are not read.
+
+    With `defer_sha_from`, files of the `crc_for` distributions of that many bytes or more
+    whose size is RECORD's are read for their CRC-32 only and taken as matching RECORD
+    (listed in `deferred`): the pack checks their sha256 as it writes them into the vault
+    wheels, in the same read, where the disk rather than the cores binds. A file whose
+    size differs from RECORD's is hashed here as any other.
     """
     dists, skipped = select_distributions(facts, packages)
     # string paths here: a venv has ~100k RECORD rows and pathlib costs more than hashing
@@ -150,7 +160,13 @@ def scan_environment(
                     and not is_ignored(entry.path, ignore)
                 ):
                     owned[absolute] = _Owned(dist, entry)
-                    pipeline.submit(absolute, entry.size or 0, crc)
+                    defer = (
+                        crc
+                        and defer_sha_from is not None
+                        and entry.size is not None
+                        and entry.size >= defer_sha_from
+                    )
+                    pipeline.submit(absolute, entry.size or 0, crc, sha=not defer)
                 top = _top_directory(entry.path)
                 if top is not None:
                     top_dirs.setdefault(prefix + top, dist)
@@ -165,9 +181,17 @@ def scan_environment(
     checked_files = 0
     checked_bytes = 0
     scripts_dir = os.path.normpath(facts.python.scripts)
+    deferred: set[str] = set()
     for path in sorted(owned):
         item = owned[path]
         result = hashed[path]
+        if result.sha_deferred and result.error is None:
+            if result.size == item.entry.size:
+                result = replace(result, digest=item.entry.sha256)
+                deferred.add(path)
+            else:  # changed: hashed here, so it is reported with its digest
+                result = file_digest(Path(path))
+            hashed[path] = result
         if result.digest is None and result.error == missing:
             patched.append(
                 PatchedFile(
@@ -218,6 +242,7 @@ def scan_environment(
         ambiguous_added=tuple(sorted(ambiguous)),
         site_dirs={d.name: d.site_dir for d in dists},
         digests={path: r for path, r in hashed.items() if r.digest is not None},
+        deferred=frozenset(deferred),
     )
 
 

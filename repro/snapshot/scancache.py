@@ -90,6 +90,10 @@ class ScanCache:
             ident,
         )
 
+    def release(self) -> None:
+        """Drop the loaded entries (the scan is done; `save` does not need them)."""
+        self._known = {}
+
     def save(self, results: Iterable[HashResult]) -> None:
         """Keep what this scan read or found (not racy entries, not errors); replaces the
         file. A cache that cannot be written is no error: the next pack reads again."""

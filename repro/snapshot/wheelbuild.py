@@ -481,6 +481,7 @@ def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) 
         source=member.source,
         mtime_ns=found.mtime_ns,
         sha256=found.digest,
+        sha256_pending=found.sha_deferred,
     )
 
 

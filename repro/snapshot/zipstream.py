@@ -54,6 +54,7 @@ class ZipMember:
     source: Path | None = None
     mtime_ns: int | None = None  # of `source` when it was hashed: a change is refused
     sha256: str | None = None  # of `source`, as the scan found it
+    sha256_pending: bool = False  # `sha256` is RECORD's: the writer checks the bytes
 
     @classmethod
     def from_bytes(cls, arcname: str, data: bytes, *, executable: bool = False) -> ZipMember:

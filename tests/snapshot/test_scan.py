@@ -128,3 +128,25 @@ def test_scan_cli_shows_diffs_against_the_downloaded_wheel(patched_env: PatchedE
     assert list(diffs) == ["idna/core.py"]
     assert diffs["idna/core.py"].startswith("--- a/idna/core.py\n+++ b/idna/core.py\n")
     assert "+# patched by hand\n" in diffs["idna/core.py"]
+
+
+@pytest.mark.slow
+def test_deferred_files_are_read_for_their_crc_and_a_changed_size_is_still_hashed(
+    patched_env: PatchedEnv,
+) -> None:
+    """With defer_sha_from (pack writing to a file), files of the CRC distributions whose
+    size is RECORD's are read for their CRC-32 only and taken at RECORD's digest; the
+    patch that changed idna/core.py's size is hashed and found as without deferral."""
+    facts = probe_environment(patched_env.venv.python)
+    every = [d.name for d in facts.distributions]
+    plain = scan_environment(facts, ignore=patched_env.ignore, crc_for=every)
+    deferred = scan_environment(facts, ignore=patched_env.ignore, crc_for=every, defer_sha_from=1)
+    assert {(p.dist, p.path, p.kind) for p in deferred.patched} == patched_env.expected
+    assert deferred.deferred and not plain.deferred
+    core = str(patched_env.venv.site_packages / "idna" / "core.py")
+    assert core not in deferred.deferred
+    assert deferred.digests[core].digest == plain.digests[core].digest
+    for path in deferred.deferred:
+        result = deferred.digests[path]
+        assert result.sha_deferred and result.crc32 == plain.digests[path].crc32
+        assert result.digest == plain.digests[path].digest  # unpatched: RECORD's is right
