@@ -334,17 +334,25 @@ def preallocate(fd: int, size: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-@functools.cache
-def _fallocate() -> Callable[[int, int, int, int], int] | None:
+def libc_function(
+    name: str, argtypes: list[type[ctypes._SimpleCData[int]]]
+) -> Callable[[int, int, int, int], int] | None:
+    """glibc's `name` (a Linux file call of four integer arguments returning an int, errno
+    kept), or None where the platform or the C library has none."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        function = ctypes.CDLL(None, use_errno=True).fallocate
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
     return cast(Callable[[int, int, int, int], int], function)
+
+
+@functools.cache
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    return libc_function("fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64])
 
 
 def pwrite_all(fd: int, view: memoryview, offset: int) -> None:

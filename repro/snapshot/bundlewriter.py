@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from repro.archive import Compression, DeterministicTarWriter, member_order
-from repro.directio import DirectWriter, direct_io_setting, open_direct, preallocate
+from repro.directio import (
+    DirectWriter,
+    direct_io_setting,
+    libc_function,
+    open_direct,
+    preallocate,
+)
 from repro.errors import InputError
 from repro.hashing import default_jobs
 from repro.manifest import MANIFEST_NAME, format_manifest
@@ -92,15 +98,9 @@ SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback of dirty pages, do not 
 
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     """glibc's sync_file_range (Linux), or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return cast(Callable[[int, int, int, int], int], function)
+    return libc_function(
+        "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    )
 
 
 class Writeback:
