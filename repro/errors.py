@@ -47,6 +47,11 @@ class InputError(ReproError):
     exit_code = EXIT_USAGE
 
 
+class NotAsRecorded(InputError):
+    """A file whose sha256 the scan took from RECORD (its size matched) differs: the
+    pack has to read every file itself (`repro pack` does, once)."""
+
+
 class ManifestError(ReproError):
     """MANIFEST.sha256 is malformed or lists paths that escape the tree."""
 

@@ -103,6 +103,7 @@ def _hash_one(
         found = known.lookup(os.fspath(path), crc)
         if found is not None:
             return found
+    crc = crc or not sha  # a read without the sha256 is for the CRC-32
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -117,10 +118,10 @@ def _hash_one(
                 data += b"".join(iter(lambda: os.read(fd, CHUNK_SIZE), b""))
             digest = hashlib.sha256(data).hexdigest() if sha else None
             size = len(data)
-            checksum = crc32(data) if crc or not sha else None
+            checksum = crc32(data) if crc else None
         else:
             with open(fd, "rb", buffering=0, closefd=False) as stream:
-                digest, size, checksum = _hash_stream_crc(stream, crc or not sha, sha)
+                digest, size, checksum = _hash_stream_crc(stream, crc, sha)
     except OSError as exc:
         return HashResult(os.fspath(path), None, 0, exc.strerror or str(exc))
     finally:

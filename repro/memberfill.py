@@ -27,7 +27,7 @@ from pathlib import Path
 
 from repro.crc import crc32
 from repro.directio import ALIGN, write_span
-from repro.errors import InputError
+from repro.errors import InputError, NotAsRecorded
 
 BUFFER_SIZE = 4 << 20
 MAX_THREADS = 4  # threads that read and hash: the writing binds (bench/README.md)
@@ -45,11 +45,6 @@ class FileRun:
     mtime_ns: int | None = None
     crc32: int | None = None
     sha256: str | None = None  # checked too: the scan took it from RECORD unread
-
-
-class NotAsRecorded(InputError):
-    """A file whose sha256 was taken from RECORD (its size matched) differs: the pack
-    has to read every file itself (`repro pack` does, once)."""
 
 
 Piece = bytes | FileRun
@@ -232,9 +227,7 @@ def _fill(hole: Hole, writes: _Writes) -> str:
         if piece.crc32 is not None and checksum != piece.crc32:
             raise _changed(piece, "its CRC-32 is not the one planned")
         if own is not None and own.hexdigest() != piece.sha256:
-            raise NotAsRecorded(
-                f"{piece.path} differs from its RECORD hash (its size is the recorded one)"
-            )
+            raise not_as_recorded(piece.path)
         written += piece.size
     if written != hole.size:
         raise InputError(f"{hole.name}: {written} bytes produced where {hole.size} were planned")
@@ -254,6 +247,10 @@ def _open(piece: FileRun) -> int:
         os.close(source)
         raise _changed(piece)
     return source
+
+
+def not_as_recorded(path: Path | str) -> NotAsRecorded:
+    return NotAsRecorded(f"{path} differs from its RECORD hash (its size is the recorded one)")
 
 
 def _changed(piece: FileRun, how: str = "") -> InputError:

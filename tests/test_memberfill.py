@@ -15,8 +15,8 @@ import pytest
 
 from repro.crc import crc32
 from repro.directio import ALIGN, DirectWriter, open_direct, preallocate, write_span
-from repro.errors import InputError
-from repro.memberfill import BUFFER_SIZE, FileRun, Hole, NotAsRecorded, Piece, fill_holes
+from repro.errors import InputError, NotAsRecorded
+from repro.memberfill import BUFFER_SIZE, FileRun, Hole, Piece, fill_holes
 
 
 def _files(root: Path, rng: random.Random, sizes: list[int]) -> list[Piece]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.errors import InputError
+from repro.errors import InputError, NotAsRecorded
 from repro.snapshot import zipstream
 from repro.snapshot.zipstream import ZipMember, ZipPlan
 
@@ -98,3 +98,24 @@ def test_a_file_changed_after_planning_stops_the_stream(tmp_path: Path) -> None:
     source.write_bytes(b"short")
     with pytest.raises(InputError, match=r"big\.so changed"):
         plan.sha256()
+
+
+def test_a_pending_digest_is_checked_when_the_plan_is_streamed(tmp_path: Path) -> None:
+    """A member whose sha256 the scan took from RECORD unread is checked by whichever
+    path writes it: here the tar stream (a pipe or gzip), as the hole writers do."""
+    source = tmp_path / "big.bin"
+    data = os.urandom(3 << 20)
+    source.write_bytes(data)
+    mtime = source.stat().st_mtime_ns
+
+    def plan(sha256: str) -> ZipPlan:
+        member = ZipMember(
+            "pkg/big.bin", len(data), zlib.crc32(data), False, source=source,
+            mtime_ns=mtime, sha256=sha256, sha256_pending=True,
+        )  # fmt: skip
+        return ZipPlan((member,), (2020, 1, 1, 0, 0, 0))
+
+    good = plan(hashlib.sha256(data).hexdigest())
+    assert b"".join(good.iter_bytes()).count(data) == 1
+    with pytest.raises(NotAsRecorded, match=r"big\.bin differs from its RECORD hash"):
+        b"".join(plan("0" * 64).iter_bytes())

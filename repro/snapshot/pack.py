@@ -40,9 +40,9 @@ from repro.bundle import (
 )
 from repro.config import Config, load_config
 from repro.diffapply import count_diff_lines
-from repro.errors import UsageError
+from repro.errors import NotAsRecorded, UsageError
 from repro.hashing import hash_files
-from repro.memberfill import NotAsRecorded
+from repro.memberfill import not_as_recorded
 from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name
 from repro.signing import find_ssh_keygen
@@ -174,9 +174,7 @@ def _check_deferred_not_written(
     rest = sorted(path for path in scan.deferred if os.path.normpath(path) not in written)
     for path, result in zip(rest, hash_files([Path(p) for p in rest], jobs=jobs), strict=True):
         if result.digest != scan.digests[path].digest:
-            raise NotAsRecorded(
-                f"{path} differs from its RECORD hash (its size is the recorded one)"
-            )
+            raise not_as_recorded(path)
 
 
 # --- names, versions and the output path ---------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from repro.crc import crc32
 from repro.errors import InputError
+from repro.memberfill import not_as_recorded
 
 CHUNK = 1 << 20
 LIMIT_32 = 0xFFFFFFFF  # the value a classic field holds when the real one is in ZIP64
@@ -232,12 +233,18 @@ def _file_chunks(member: ZipMember) -> Iterator[bytes]:
             ):
                 raise _changed(member)
             remaining = member.size
+            # a digest the scan took from RECORD unread is checked by whoever writes it
+            own = hashlib.sha256() if member.sha256_pending else None
             while remaining:
                 chunk = stream.read(min(CHUNK, remaining))
                 if not chunk:
                     raise _changed(member)
                 remaining -= len(chunk)
+                if own is not None:
+                    own.update(chunk)
                 yield chunk
+            if own is not None and own.hexdigest() != member.sha256:
+                raise not_as_recorded(member.source)
     except OSError as exc:
         raise InputError(f"cannot read {member.source}: {exc.strerror or exc}") from exc
 
