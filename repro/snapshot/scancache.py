@@ -40,11 +40,6 @@ KEEP = 16
 _CRC = struct.Struct("<I")
 
 
-def default_directory() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "repro" / "scan"
-
-
 class ScanCache:
     """The known files of one environment (`root`, its prefix), loaded from `directory`.
 
