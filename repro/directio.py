@@ -151,6 +151,20 @@ class DirectWriter:
         self._lead = self._used = target - self._base
         self._position = target
 
+    def trim(self) -> None:
+        """Wait for the buffers handed off and unmap them (the current one stays): the
+        stream goes idle while other writers fill its holes, which bring their own
+        buffers. A later write maps new ones again as it needs them."""
+        self._full.join()
+        self._check()
+        while True:
+            try:
+                buffer = self._free.get_nowait()
+            except queue.Empty:
+                return
+            buffer.close()
+            self._spare += 1
+
     @property
     def direct_fd(self) -> int | None:
         """The O_DIRECT descriptor, for writers of holes; None after a refusal."""

@@ -27,11 +27,12 @@ from repro.crc import crc32
 CHUNK_SIZE = 1 << 20
 BATCH_BYTES = 32 << 20
 BATCH_FILES = 256
+MAX_DEFAULT_JOBS = 8
 
 ProgressCallback = Callable[[int], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HashResult:
     """The digest of one file, or why it could not be read."""
 
@@ -57,11 +58,20 @@ def file_identity(info: os.stat_result) -> bytes:
     return IDENTITY.pack(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def default_jobs() -> int:
+def available_cores() -> int:
+    """The CPUs this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def default_jobs() -> int:
+    """Threads for hashing and planning when --jobs is not given: the cores available, at
+    most `MAX_DEFAULT_JOBS`. On the 16-core GPU host, scan and check took the same time
+    at 8 and 16 threads (reads and the interpreter bound them there) while each thread
+    holds a 1 MiB buffer: more threads on a larger host buy memory, not speed."""
+    return min(available_cores(), MAX_DEFAULT_JOBS)
 
 
 def sha256_stream(stream: BinaryIO, chunk_size: int = CHUNK_SIZE) -> tuple[str, int]:

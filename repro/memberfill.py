@@ -40,7 +40,7 @@ class FileRun:
     the pack saw when it planned the member (the ZIP header states the CRC-32): a file
     whose modification time or bytes differ stops the pack."""
 
-    path: Path
+    path: str | Path
     size: int
     mtime_ns: int | None = None
     crc32: int | None = None

@@ -38,7 +38,7 @@ def _plan(root: Path, name: str, sizes: list[int]) -> ZipPlan:
                 size,
                 crc32(data),
                 False,
-                source=path,
+                source=str(path),
                 mtime_ns=info.st_mtime_ns,
             )
         )
@@ -106,7 +106,7 @@ def test_a_file_changed_between_scan_and_pack_stops_it_and_leaves_nothing(
     plan = _plan(tmp_path, "a", [3 << 20])
     source = plan.members[0].source
     assert source is not None
-    source.write_bytes(os.urandom(3 << 20))  # same size, new mtime
+    Path(source).write_bytes(os.urandom(3 << 20))  # same size, new mtime
     members = Members()
     members.add("env/wheels/a.whl", Streamed(plan, plan.size, "0" * 64, deferred=True))
     out = tmp_path / "out" / "b.tar"

@@ -53,6 +53,33 @@ def test_bytes_land_as_written_across_buffers_and_unaligned_tail(
     assert path.read_bytes() == b"".join(pieces)
 
 
+def test_trim_unmaps_idle_buffers_and_writing_goes_on(
+    new_file: tuple[Path, int, int],
+) -> None:
+    """While holes are filled the stream is idle: `trim` waits for what was handed off
+    and unmaps the spare buffers; later writes (and overwrites) still land."""
+    path, fd, direct = new_file
+    first = _pieces(1, SMALL * 6 + 99)
+    second = _pieces(2, SMALL * 3 + 7)
+    with DirectWriter(fd, direct, buffer_size=SMALL) as writer:
+        for piece in first:
+            writer.write(piece)
+        writer._full.join()  # the test looks inside: which buffers exist once written
+        spares = list(writer._free.queue)
+        assert spares
+        writer.trim()
+        assert all(buffer.closed for buffer in spares)
+        assert writer._free.empty()
+        for piece in second:
+            writer.write(piece)
+        writer.seek(3)
+        writer.write(b"XYZ")
+        writer.seek(0, os.SEEK_END)
+    expected = bytearray(b"".join(first + second))
+    expected[3:6] = b"XYZ"
+    assert path.read_bytes() == bytes(expected)
+
+
 def test_overwrite_on_disk_in_buffer_and_across_both(new_file: tuple[Path, int, int]) -> None:
     """Reserved members are filled after later bytes were written: the overwrite lands
     where it belongs whether its bytes were already written to disk, are still in the

@@ -168,3 +168,15 @@ def test_background_sha256_equals_hashlib_over_pieces_of_every_size() -> None:
     assert background.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
     background.close()  # twice is harmless
     assert not any(t.name == "repro-sha256" and t.is_alive() for t in threading.enumerate())
+
+
+def test_default_jobs_follow_the_cores_up_to_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 64-CPU affinity mask (a stand-in: these machines have 2 cores) gets the cap, one
+    CPU gets one thread; --jobs still sets any count."""
+    from repro import hashing
+
+    monkeypatch.setattr(hashing.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert hashing.available_cores() == 64
+    assert hashing.default_jobs() == hashing.MAX_DEFAULT_JOBS == 8
+    monkeypatch.setattr(hashing.os, "sched_getaffinity", lambda pid: {3})
+    assert hashing.default_jobs() == 1

@@ -32,7 +32,7 @@ def _files(root: Path, rng: random.Random, sizes: list[int]) -> list[Piece]:
 
 
 def _bytes(pieces: list[Piece]) -> bytes:
-    return b"".join(p if isinstance(p, bytes) else p.path.read_bytes() for p in pieces)
+    return b"".join(p if isinstance(p, bytes) else Path(p.path).read_bytes() for p in pieces)
 
 
 @pytest.mark.parametrize("direct_io", [True, False])

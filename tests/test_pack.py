@@ -742,8 +742,13 @@ def test_packing_again_trusts_unchanged_files_and_still_finds_a_new_patch(
     wheel = next((tree / "env" / "wheels").glob("six-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("six.py") == patched
+    time.sleep(max(0.0, six.stat().st_ctime + 2.1 - time.time()))  # the patch not racy
     _, rehashed = packed("4", "--rehash")
     assert "files unchanged" not in rehashed
+    # what --rehash read is kept: the next pack reads nothing again
+    _, after = packed("5")
+    assert f"{counts[2]} of {counts[2]} files unchanged" in after, after
+    assert not list((tmp_path / "xdg" / "repro" / "scan").glob(".scan-*"))  # none staged
 
 
 def test_a_large_file_patched_at_its_recorded_size_is_found_by_the_writing(
@@ -779,3 +784,6 @@ def test_a_large_file_patched_at_its_recorded_size_is_found_by_the_writing(
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("pip/_vendor/rich/_emoji_codes.py") == patched
     assert not list((tmp_path / "out").glob(".*partial"))  # the first try left nothing
+    caches = tmp_path / "xdg" / "repro" / "scan"
+    assert not list(caches.glob(".scan-*"))  # the first try's staged cache thrown away
+    assert len(list(caches.glob("*.tsv"))) == 1  # the second try's put in place

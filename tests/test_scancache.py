@@ -114,3 +114,54 @@ def test_an_unwritable_cache_is_skipped(tmp_path: Path, files: list[Path]) -> No
     cache = ScanCache(blocker, str(tmp_path), racy_ns=0)
     cache.save(_scan(files, cache).values())  # no error
     assert blocker.read_text().startswith("a file")
+
+
+def test_a_staged_cache_is_used_only_once_committed(tmp_path: Path, files: list[Path]) -> None:
+    """A pack stages the cache before it writes the bundle (its scan results can then go)
+    and commits it after: a pack that fails leaves the old cache, and no temp file."""
+    cache_dir = tmp_path / "cache"
+    first = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    first.stage(_scan(files[:1], first).values())
+    assert len(ScanCache(cache_dir, str(tmp_path))) == 0  # not in place yet
+    first.discard()
+    assert list(cache_dir.iterdir()) == []
+    second = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    second.stage(_scan(files, second).values())
+    second.commit()
+    assert len(ScanCache(cache_dir, str(tmp_path))) == len(files)
+    assert [p.name for p in cache_dir.iterdir() if p.name.startswith(".")] == []
+    second.discard()  # after a commit: nothing to remove, the cache stays
+    assert len(ScanCache(cache_dir, str(tmp_path))) == len(files)
+
+
+def test_without_loading_every_file_is_read_and_still_saved(
+    tmp_path: Path, files: list[Path]
+) -> None:
+    """`pack --rehash`: the cache on disk is not trusted, what is read replaces it."""
+    cache_dir = tmp_path / "cache"
+    first = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    first.save(_scan(files, first).values())
+    rehash = ScanCache(cache_dir, str(tmp_path), racy_ns=0, load=False)
+    assert len(rehash) == 0
+    _scan(files, rehash)
+    assert rehash.hits == 0
+    files[1].write_bytes(b"changed after the rehash")
+    rehash.save(_scan(files, rehash).values())
+    again = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    result = _scan(files, again)
+    assert again.hits == len(files) - 1  # the rewritten file (ctime moved) read again
+    assert result[str(files[1])].digest == hashlib.sha256(b"changed after the rehash").hexdigest()
+
+
+def test_files_staged_by_killed_packs_are_pruned(tmp_path: Path, files: list[Path]) -> None:
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    old = cache_dir / ".scan-killed"
+    old.write_text("partial")
+    os.utime(old, (1, 1))
+    recent = cache_dir / ".scan-running"  # another pack's, still being written
+    recent.write_text("partial")
+    cache = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
+    cache.save(_scan(files, cache).values())
+    assert not old.exists()
+    assert recent.exists()

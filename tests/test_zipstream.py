@@ -37,7 +37,7 @@ def _plan(tmp_path: Path) -> tuple[ZipPlan, dict[str, bytes]]:
             info.st_size,
             zlib.crc32(content["pkg/big.so"]),
             True,
-            source=big,
+            source=str(big),
             mtime_ns=info.st_mtime_ns,
         ),
         ZipMember.from_bytes("pkg/n\u00e4me.txt", content["pkg/n\u00e4me.txt"]),
@@ -110,7 +110,7 @@ def test_a_pending_digest_is_checked_when_the_plan_is_streamed(tmp_path: Path) -
 
     def plan(sha256: str) -> ZipPlan:
         member = ZipMember(
-            "pkg/big.bin", len(data), zlib.crc32(data), False, source=source,
+            "pkg/big.bin", len(data), zlib.crc32(data), False, source=str(source),
             mtime_ns=mtime, sha256=sha256, sha256_pending=True,
         )  # fmt: skip
         return ZipPlan((member,), (2020, 1, 1, 0, 0, 0))

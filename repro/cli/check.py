@@ -30,7 +30,7 @@ from repro.signing import SignaturePolicy
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
-    help="Files hashed in parallel [default: all cores].",
+    help="Files hashed in parallel [default: the cores, at most 8].",
 )
 @signature_options
 @click.option("-q", "--quiet", is_flag=True, help="Print only problems.")

@@ -43,7 +43,9 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
     help="Wheel or tree with original files, for patch diffs.",
 )
 @click.option("--unit", "units", multiple=True, help="Systemd unit to carry (repeatable).")
-@click.option("--jobs", type=click.IntRange(min=1), help="Hashing threads (default: all cores).")
+@click.option(
+    "--jobs", type=click.IntRange(min=1), help="Hashing threads (default: the cores, at most 8)."
+)
 @click.option("--offline", is_flag=True, help="Never download (pristine wheels, vault).")
 @click.option(
     "--rehash",

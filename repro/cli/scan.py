@@ -40,6 +40,13 @@ from repro.snapshot.scan import ScanReport, scan_environment
     type=click.Path(exists=True, path_type=Path),
     help="Wheel or unpacked tree holding the original files (else pip's cache or a download).",
 )
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Files hashed in parallel [default: the cores, at most 8].",
+)
 @click.argument("packages", nargs=-1)
 def scan_command(
     python: Path | None,
@@ -48,6 +55,7 @@ def scan_command(
     ignore: tuple[str, ...],
     show_diff: bool,
     pristine: Path | None,
+    jobs: int | None,
     packages: tuple[str, ...],
 ) -> int:
     """Compare installed files with their RECORD hashes and list modified, added and deleted
@@ -59,7 +67,7 @@ def scan_command(
     facts = probe_environment(interpreter, imports=False)
     console = Console(stderr=True)
     with console.status("hashing installed files"):
-        report = scan_environment(facts, packages=packages or None, ignore=ignore)
+        report = scan_environment(facts, packages=packages or None, ignore=ignore, jobs=jobs)
     diffs = _diffs(report, interpreter, pristine) if show_diff else {}
     if as_json:
         document = _report_document(report, interpreter)

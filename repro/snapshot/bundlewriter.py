@@ -211,6 +211,8 @@ def stream_members(
                 raise InputError(
                     f"cannot write archive {top}: {exc.strerror} ({writer.tell()} bytes)"
                 ) from exc
+            if isinstance(out, DirectWriter):
+                out.trim()  # its spare buffers are idle from here to the end of the holes
             # closed before the writer: no hole is written once the file is thrown away
             filled = fill_holes(fd, direct, holes, jobs=jobs or default_jobs())
             try:

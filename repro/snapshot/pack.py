@@ -450,6 +450,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
     with (
         tempfile.TemporaryDirectory(prefix="repro-pack-") as temp_name,
         ThreadPoolExecutor(max_workers=5, thread_name_prefix="pack-") as background,
+        contextlib.ExitStack() as stack,
     ):
         temp = Path(temp_name)
         # The target's pip freeze needs nothing from the probe: it starts first and runs
@@ -499,10 +500,12 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             download=options.download,
         )
 
-        known = None if options.rehash else ScanCache(cache_dir / "scan", facts.python.prefix)
+        # --rehash: every file read; what is read is still kept for the next pack
+        known = ScanCache(cache_dir / "scan", facts.python.prefix, load=not options.rehash)
+        stack.callback(known.discard)  # a staged cache not committed: this pack failed
         say(
             "scanning installed files against RECORD"
-            + (f" ({len(known)} files in the scan cache)" if known else "")
+            + (f" ({len(known)} files in the scan cache)" if len(known) else "")
         )
         scan = scan_environment(
             facts,
@@ -515,9 +518,9 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 DEFER_SHA_FROM if defer and can_defer_digests(output, compression) else None
             ),
         )
-        if known is not None:
+        if not options.rehash:
             say(f"  {known.hits} of {scan.files_checked} files unchanged since the last pack")
-            known.release()  # saved once the bundle is written (deferred checks done)
+        known.release()
         workspace = []
         if config.patches.workspace is not None:
             workspace = load_workspace_patches(
@@ -668,6 +671,12 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             _pack_report(scan, sorted(set(warnings))),
         )
 
+        # The scan's result per installed file is not needed past this point: staged for
+        # the cache (put in place once the bundle is written and the deferred digests
+        # checked), then let go before the writing, the pack's peak of memory.
+        known.stage(scan.digests.values())
+        scan = replace(scan, digests={})
+
         say(f"writing {output or 'stdout'}")
         fill = None
         if deferred:
@@ -686,8 +695,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             fill=fill,
             jobs=options.jobs,
         )
-        if known is not None:
-            known.save(scan.digests.values())
+        known.commit()
 
     return PackResult(
         path=output,

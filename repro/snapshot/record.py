@@ -13,7 +13,7 @@ from pathlib import Path
 from repro.errors import InputError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecordEntry:
     """One RECORD row. `path` is normalised, relative to site-packages, '/'-separated; it may
     start with '../' (scripts, headers, data installed outside site-packages)."""

@@ -70,7 +70,7 @@ class ScanReport:
         return grouped
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Owned:
     dist: DistributionFacts
     entry: RecordEntry
@@ -241,9 +241,17 @@ def scan_environment(
         unreadable=tuple(unreadable),
         ambiguous_added=tuple(sorted(ambiguous)),
         site_dirs={d.name: d.site_dir for d in dists},
-        digests={path: r for path, r in hashed.items() if r.digest is not None},
+        digests=_readable(hashed),
         deferred=frozenset(deferred),
     )
+
+
+def _readable(hashed: dict[str, HashResult]) -> dict[str, HashResult]:
+    """`hashed` without the files that could not be read, in place: a copy of a table of
+    every installed file would be alive beside it at the scan's peak of memory."""
+    for path in [p for p, r in hashed.items() if r.digest is None]:
+        del hashed[path]
+    return hashed
 
 
 def _top_directory(path: str) -> str | None:

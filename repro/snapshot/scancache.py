@@ -37,6 +37,7 @@ from repro.hashing import IDENTITY, HashResult, file_identity
 FORMAT = "repro-scan-cache 1"
 RACY_NS = 2_000_000_000
 KEEP = 16
+STAGED_STALE_S = 24 * 3600
 _CRC = struct.Struct("<I")
 
 
@@ -47,14 +48,19 @@ class ScanCache:
     raw sha256 (32) and, when known, the CRC-32 (4): a venv of 50k files costs a few MB.
     """
 
-    def __init__(self, directory: Path, root: str, *, racy_ns: int = RACY_NS) -> None:
+    def __init__(
+        self, directory: Path, root: str, *, racy_ns: int = RACY_NS, load: bool = True
+    ) -> None:
+        """`load=False` starts empty (every file is read) but still saves what it reads."""
         self.racy_ns = racy_ns
         self.path = directory / f"{hashlib.sha256(root.encode()).hexdigest()[:24]}.tsv"
         self.root = root
         self.started_ns = time.time_ns()
         self.hits = 0
         self._known: dict[str, bytes] = {}
-        self._load()
+        self._staged: str | None = None
+        if load:
+            self._load()
 
     def __len__(self) -> int:
         return len(self._known)
@@ -86,12 +92,15 @@ class ScanCache:
         )
 
     def release(self) -> None:
-        """Drop the loaded entries (the scan is done; `save` does not need them)."""
+        """Drop the loaded entries (the scan is done; `stage` does not need them)."""
         self._known = {}
 
-    def save(self, results: Iterable[HashResult]) -> None:
-        """Keep what this scan read or found (not racy entries, not errors); replaces the
-        file. A cache that cannot be written is no error: the next pack reads again."""
+    def stage(self, results: Iterable[HashResult]) -> None:
+        """Write what this scan read or found (not racy entries, not errors) to a temp
+        file beside the cache, for `commit` to put in place once the bundle is written;
+        the caller can then let the scan's results go (a pack holds one per installed
+        file). A cache that cannot be written is no error: the next pack reads again."""
+        self.discard()
         racy_after = self.started_ns - self.racy_ns
         name = None
         try:
@@ -110,13 +119,37 @@ class ScanCache:
                     stream.write(
                         "\t".join([result.path, *map(str, fields), result.digest, crc]) + "\n"
                     )
-            os.replace(name, self.path)
         except OSError:
             if name is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(name)
             return
+        self._staged = name
+
+    def commit(self) -> None:
+        """Put the staged file in place of the cache (nothing staged: nothing done)."""
+        name, self._staged = self._staged, None
+        if name is None:
+            return
+        try:
+            os.replace(name, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            return
         _prune(self.path.parent)
+
+    def discard(self) -> None:
+        """Remove a staged file not committed (the pack failed or starts again)."""
+        name, self._staged = self._staged, None
+        if name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
+    def save(self, results: Iterable[HashResult]) -> None:
+        """`stage` and `commit` at once."""
+        self.stage(results)
+        self.commit()
 
     def _load(self) -> None:
         try:
@@ -146,7 +179,14 @@ class ScanCache:
 
 
 def _prune(directory: Path) -> None:
+    """Keep the `KEEP` newest caches; remove files staged by packs that were killed
+    (older than `STAGED_STALE_S`: a pack running beside this one may still commit)."""
     with contextlib.suppress(OSError):
         files = sorted(directory.glob("*.tsv"), key=lambda p: p.stat().st_mtime, reverse=True)
         for stale in files[KEEP:]:
             stale.unlink()
+        cutoff = time.time() - STAGED_STALE_S
+        for staged in directory.glob(".scan-*"):
+            with contextlib.suppress(OSError):
+                if staged.stat().st_mtime < cutoff:
+                    staged.unlink()

@@ -113,13 +113,18 @@ class BuiltWheel:
         return self.path.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Member:
     arcname: str
-    source: Path
     record: RecordEntry
     script: bool
-    key: str  # the path as a string, as the scan's digest table names it
+    key: str  # the installed file's path, as the scan's digest table names it
+
+    @property
+    def source(self) -> Path:
+        """A Path made when one is needed: every installed file of a wheel is a member
+        while its plan is made, with several plans at once (one per thread)."""
+        return Path(self.key)
 
 
 def zip_date_time(source_date_epoch: int | None = None) -> tuple[int, int, int, int, int, int]:
@@ -408,7 +413,7 @@ def plan_wheel(
         if placed is None:
             continue
         absolute, arcname, is_script = placed
-        members[arcname] = _Member(arcname, Path(absolute), entry, is_script, absolute)
+        members[arcname] = _Member(arcname, entry, is_script, absolute)
     extra: dict[str, bytes] = {}
     wheel_arc = f"{dist_info_name}/WHEEL"
     if wheel_arc not in members:
@@ -478,7 +483,7 @@ def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) 
         found.size,
         found.crc32,
         bool(found.mode & 0o111),
-        source=member.source,
+        source=member.key,
         mtime_ns=found.mtime_ns,
         sha256=found.digest,
         sha256_pending=found.sha_deferred,

@@ -43,16 +43,18 @@ _END64 = struct.Struct("<IQHHIIQQQQ")
 _LOCATOR = struct.Struct("<IIQI")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ZipMember:
-    """One member: its bytes are `data`, or the file `source` of `size` bytes."""
+    """One member: its bytes are `data`, or the file `source` of `size` bytes. A plain
+    str path and slots: a pack holds one per installed file until the bundle is written
+    (a Path is ~380 bytes more per file, tracemalloc on the 22k-file bench venv)."""
 
     arcname: str
     size: int
     crc32: int
     executable: bool
     data: bytes | None = None
-    source: Path | None = None
+    source: str | None = None
     mtime_ns: int | None = None  # of `source` when it was hashed: a change is refused
     sha256: str | None = None  # of `source`, as the scan found it
     sha256_pending: bool = False  # `sha256` is RECORD's: the writer checks the bytes

@@ -55,6 +55,8 @@ def test_scan_cli_exit_codes_and_json(patched_env: PatchedEnv) -> None:
     document = json.loads(dirty.stdout)
     found = {(p["dist"], p["path"], p["kind"]) for p in document["patched"]}
     assert found == patched_env.expected
+    one = run_repro("scan", "--python", python, "--json", "--ignore", "*.orig", "--jobs", "1")
+    assert one.returncode == 1 and json.loads(one.stdout) == document  # same with one thread
     clean = run_repro("scan", "--venv", str(patched_env.venv.root), "six", "--ignore", "*.orig")
     assert clean.returncode == 0, clean.stderr
     assert b"clean" in clean.stderr
