@@ -175,8 +175,8 @@ def test_default_jobs_follow_the_cores_up_to_a_cap(monkeypatch: pytest.MonkeyPat
     CPU gets one thread; --jobs still sets any count."""
     from repro import hashing
 
-    monkeypatch.setattr(hashing.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     assert hashing.available_cores() == 64
     assert hashing.default_jobs() == hashing.MAX_DEFAULT_JOBS == 8
-    monkeypatch.setattr(hashing.os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
     assert hashing.default_jobs() == 1
