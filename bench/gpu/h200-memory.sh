@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Peak RSS of pack on the GPU host's real venv (~49k files), this checkout against an
 # older one (OLD_TREE, a directory holding an older `repro/` package; optional), run
-# alternately; and scan / check at --jobs 4, 8, 16 (does hashing scale past 8 threads?).
+# alternately; and scan / check at --jobs 4, 8, 16 (does hashing scale past 8 threads?;
+# PACK_ONLY=1 leaves these out).
 #
 #   bash bench/gpu/h200-memory.sh OUTDIR [OLD_TREE]
 # Writes OUTDIR/memory.txt (the log) and OUTDIR/memory.json.
@@ -29,7 +30,9 @@ echo "venv: $(du -sh /tmp/oldbox/venv | cut -f1), $(find /tmp/oldbox/venv -type 
 # process, which can be the target's interpreter probed or its pip freeze), one JSON line
 run() {
     local tree="$1" label="$2"; shift 2
-    PYTHONPATH="/tmp/site:$tree" python3 - "$label" "$@" <<'PYEOF' | tee -a /tmp/memory.jsonl
+    # from a neutral directory: `python3 -c` puts the current one first on sys.path, and
+    # in the checkout that would import its repro whichever TREE is asked for
+    (cd /tmp && PYTHONPATH="/tmp/site:$tree" python3 - "$label" "$@" <<'PYEOF' | tee -a /tmp/memory.jsonl
 import json, resource, subprocess, sys, time
 label, args = sys.argv[1], sys.argv[2:]
 own = ("import atexit, runpy, sys\n"
@@ -48,8 +51,10 @@ own_kib = int(open("/tmp/hwm").read())
 tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] if proc.returncode else []
 print(json.dumps({"label": label, "rc": proc.returncode, "wall_s": round(wall, 2),
                   "repro_peak_rss_mib": round(own_kib / 1024, 1),
-                  "tree_peak_rss_mib": round(tree / 1024, 1), "error": tail}))
+                  "tree_peak_rss_mib": round(tree / 1024, 1), "error": tail,
+                  "repro": __import__("importlib.util").util.find_spec("repro").origin}))
 PYEOF
+    )
 }
 rm -f /tmp/memory.jsonl
 export XDG_CACHE_HOME=/tmp/xdg
@@ -59,18 +64,21 @@ for round in 1 2; do
     for tree in "${trees[@]}"; do
         name=new; [ "$tree" = "$root" ] || name=old
         rm -rf /tmp/b /tmp/xdg
-        run "$tree" "$name pack --rehash ($round)" pack /tmp/oldbox --wheels all --offline --rehash --version 1 -o /tmp/b/
+        # a first pack (no scan cache yet: older trees' --rehash saved none), then again
+        run "$tree" "$name first pack ($round)" pack /tmp/oldbox --wheels all --offline --version 1 -o /tmp/b/
         rm -rf /tmp/b
         run "$tree" "$name pack again ($round)" pack /tmp/oldbox --wheels all --offline --version 1 -o /tmp/b/
         [ "$round" = 2 ] || rm -rf /tmp/b
     done
 done
-for jobs in 16 8 4; do
-    run "$root" "scan --jobs $jobs" scan --venv /tmp/oldbox/venv --jobs "$jobs"
-    run "$root" "check --jobs $jobs" check /tmp/b/oldbox-1.tar --jobs "$jobs"
-done
-for jobs in 16 8 4; do
-    run "$root" "scan --jobs $jobs (2)" scan --venv /tmp/oldbox/venv --jobs "$jobs"
-    run "$root" "check --jobs $jobs (2)" check /tmp/b/oldbox-1.tar --jobs "$jobs"
-done
+if [ "${PACK_ONLY:-0}" != 1 ]; then
+    for jobs in 16 8 4; do
+        run "$root" "scan --jobs $jobs" scan --venv /tmp/oldbox/venv --jobs "$jobs"
+        run "$root" "check --jobs $jobs" check /tmp/b/oldbox-1.tar --jobs "$jobs"
+    done
+    for jobs in 16 8 4; do
+        run "$root" "scan --jobs $jobs (2)" scan --venv /tmp/oldbox/venv --jobs "$jobs"
+        run "$root" "check --jobs $jobs (2)" check /tmp/b/oldbox-1.tar --jobs "$jobs"
+    done
+fi
 python3 -c 'import json, sys; json.dump([json.loads(l) for l in open("/tmp/memory.jsonl")], open(sys.argv[1], "w"), indent=1)' "$out/memory.json"

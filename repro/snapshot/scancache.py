@@ -34,11 +34,11 @@ from pathlib import Path
 
 from repro.hashing import IDENTITY, HashResult, file_identity
 
-FORMAT = "repro-scan-cache 1"
+FORMAT = "repro-scan-cache 2"
 RACY_NS = 2_000_000_000
 KEEP = 16
 STAGED_STALE_S = 24 * 3600
-_CRC = struct.Struct("<I")
+_CRC = struct.Struct(">I")  # as written: eight hex digits
 
 
 class ScanCache:
@@ -112,13 +112,10 @@ class ScanCache:
                     ident = result.identity
                     if result.digest is None or ident is None or "\t" in result.path:
                         continue
-                    fields = IDENTITY.unpack(ident)
-                    if fields[4] >= racy_after or "\n" in result.path:
+                    if _ctime_ns(ident) >= racy_after or "\n" in result.path:
                         continue
-                    crc = "" if result.crc32 is None else str(result.crc32)
-                    stream.write(
-                        "\t".join([result.path, *map(str, fields), result.digest, crc]) + "\n"
-                    )
+                    crc = "" if result.crc32 is None else f"{result.crc32:08x}"
+                    stream.write(f"{result.path}\t{ident.hex()}\t{result.digest}\t{crc}\n")
         except OSError:
             if name is not None:
                 with contextlib.suppress(OSError):
@@ -163,19 +160,25 @@ class ScanCache:
                     return
                 for line in stream:
                     fields = line.rstrip("\n").split("\t")
-                    if len(fields) != 8 or len(fields[6]) != 64:
+                    if (
+                        len(fields) != 4
+                        or len(fields[1]) != 2 * IDENTITY.size
+                        or len(fields[2]) != 64
+                        or len(fields[3]) not in (0, 8)
+                    ):
                         continue
                     try:
-                        value = IDENTITY.pack(*(int(f) for f in fields[1:6]))
-                        value += bytes.fromhex(fields[6])
-                        if fields[7]:
-                            value += _CRC.pack(int(fields[7]))
-                    except (ValueError, struct.error):
+                        known[fields[0]] = bytes.fromhex(fields[1] + fields[2] + fields[3])
+                    except ValueError:
                         continue
-                    known[fields[0]] = value
         except (OSError, UnicodeDecodeError):
             return
         self._known = known
+
+
+def _ctime_ns(identity: bytes) -> int:
+    """The change time packed last in a `file_identity`."""
+    return int(IDENTITY.unpack(identity)[4])
 
 
 def _prune(directory: Path) -> None:
