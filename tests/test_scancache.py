@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ def _scan(paths: list[Path], known: ScanCache | None, crc: bool = True) -> dict[
         for path in paths:
             pipeline.submit(str(path), path.stat().st_size, crc)
         return pipeline.finish()
+
+
+def _save(cache: ScanCache, results: Iterable[HashResult]) -> None:
+    """What a pack does: stage before the bundle is written, commit after."""
+    cache.stage(results)
+    cache.commit()
 
 
 @pytest.fixture
@@ -38,7 +45,7 @@ def test_unchanged_files_are_not_read_again(tmp_path: Path, files: list[Path]) -
     assert len(first) == 0
     results = _scan(files, first)
     assert first.hits == 0
-    first.save(results.values())
+    _save(first, results.values())
     again = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
     assert len(again) == len(files)
     cached = _scan(files, again)
@@ -55,7 +62,7 @@ def test_a_change_that_keeps_size_and_mtime_is_still_read(
     """The hard case: same size, mtime set back with utime. The ctime moved (no user
     process can set it), so the file is read again and its new digest found."""
     cache = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
-    cache.save(_scan(files, cache).values())
+    _save(cache, _scan(files, cache).values())
     target = files[2]
     before = target.stat()
     changed = os.urandom(before.st_size)
@@ -70,7 +77,7 @@ def test_a_change_that_keeps_size_and_mtime_is_still_read(
 
 def test_a_replaced_file_and_a_missing_crc_are_read(tmp_path: Path, files: list[Path]) -> None:
     cache = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
-    cache.save(_scan(files, cache, crc=False).values())
+    _save(cache, _scan(files, cache, crc=False).values())
     data = files[1].read_bytes()
     files[1].unlink()
     files[1].write_bytes(data)  # same bytes, a new inode
@@ -88,13 +95,13 @@ def test_files_changed_just_before_the_scan_are_not_kept(tmp_path: Path, files: 
     """Racy entries: a file whose ctime is within the clock's reach of the scan could
     change again without its times moving; such files are read next time."""
     cache = ScanCache(tmp_path / "cache", str(tmp_path))  # the default window, 2 s
-    cache.save(_scan(files, cache).values())
+    _save(cache, _scan(files, cache).values())
     assert len(ScanCache(tmp_path / "cache", str(tmp_path))) == 0
 
 
 def test_a_damaged_or_foreign_cache_is_ignored(tmp_path: Path, files: list[Path]) -> None:
     cache = ScanCache(tmp_path / "cache", str(tmp_path), racy_ns=0)
-    cache.save(_scan(files, cache).values())
+    _save(cache, _scan(files, cache).values())
     text = cache.path.read_text()
     lines = text.splitlines()
     assert lines[0] == f"{FORMAT}\t{tmp_path}"
@@ -112,7 +119,7 @@ def test_an_unwritable_cache_is_skipped(tmp_path: Path, files: list[Path]) -> No
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache directory would be")
     cache = ScanCache(blocker, str(tmp_path), racy_ns=0)
-    cache.save(_scan(files, cache).values())  # no error
+    _save(cache, _scan(files, cache).values())  # no error
     assert blocker.read_text().startswith("a file")
 
 
@@ -140,13 +147,13 @@ def test_without_loading_every_file_is_read_and_still_saved(
     """`pack --rehash`: the cache on disk is not trusted, what is read replaces it."""
     cache_dir = tmp_path / "cache"
     first = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
-    first.save(_scan(files, first).values())
+    _save(first, _scan(files, first).values())
     rehash = ScanCache(cache_dir, str(tmp_path), racy_ns=0, load=False)
     assert len(rehash) == 0
     _scan(files, rehash)
     assert rehash.hits == 0
     files[1].write_bytes(b"changed after the rehash")
-    rehash.save(_scan(files, rehash).values())
+    _save(rehash, _scan(files, rehash).values())
     again = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
     result = _scan(files, again)
     assert again.hits == len(files) - 1  # the rewritten file (ctime moved) read again
@@ -162,6 +169,6 @@ def test_files_staged_by_killed_packs_are_pruned(tmp_path: Path, files: list[Pat
     recent = cache_dir / ".scan-running"  # another pack's, still being written
     recent.write_text("partial")
     cache = ScanCache(cache_dir, str(tmp_path), racy_ns=0)
-    cache.save(_scan(files, cache).values())
+    _save(cache, _scan(files, cache).values())
     assert not old.exists()
     assert recent.exists()

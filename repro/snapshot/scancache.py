@@ -143,11 +143,6 @@ class ScanCache:
             with contextlib.suppress(OSError):
                 os.unlink(name)
 
-    def save(self, results: Iterable[HashResult]) -> None:
-        """`stage` and `commit` at once."""
-        self.stage(results)
-        self.commit()
-
     def _load(self) -> None:
         try:
             stream = open(self.path, encoding="utf-8")  # noqa: SIM115
