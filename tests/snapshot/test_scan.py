@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from repro.snapshot.environment import probe_environment
 from repro.snapshot.scan import is_ignored, scan_environment, split_shebang
 from tests.conftest import run_repro
-from tests.snapshot.conftest import PatchedEnv, Venv
+from tests.snapshot.conftest import PatchedEnv, Venv, make_venv, pip
 
 
 @pytest.mark.slow
@@ -152,3 +154,26 @@ def test_deferred_files_are_read_for_their_crc_and_a_changed_size_is_still_hashe
         result = deferred.digests[path]
         assert result.sha_deferred and result.crc32 == plain.digests[path].crc32
         assert result.digest == plain.digests[path].digest  # unpatched: RECORD's is right
+
+
+def test_an_unreadable_installed_file_is_reported_and_left_out_of_the_digests(
+    tmp_path: Path, demo_wheel: Path
+) -> None:
+    """A file RECORD lists that cannot be read (here a directory where the file was:
+    root reads any mode, so no chmod) is reported as unreadable, not as a patch, and the
+    scan's digest table (what pack reuses) leaves it out."""
+    venv = make_venv(Path(sys.executable), tmp_path / "venv")
+    pip(venv, "install", "-q", "--no-index", str(demo_wheel))
+    data = venv.site_packages / "demo_wheel" / "data.txt"
+    data.unlink()
+    data.mkdir()
+    facts = probe_environment(venv.python)
+    report = scan_environment(facts, packages=["repro-demo-wheel"])
+    assert [(u.dist, u.path) for u in report.unreadable] == [
+        ("repro-demo-wheel", "demo_wheel/data.txt")
+    ]
+    assert "directory" in report.unreadable[0].error.lower()
+    assert str(data) not in report.digests
+    init = str(venv.site_packages / "demo_wheel" / "__init__.py")
+    assert report.digests[init].digest is not None
+    assert report.patched == ()
