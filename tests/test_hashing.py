@@ -180,3 +180,9 @@ def test_default_jobs_follow_the_cores_up_to_a_cap(monkeypatch: pytest.MonkeyPat
     assert hashing.default_jobs() == hashing.MAX_DEFAULT_JOBS == 8
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
     assert hashing.default_jobs() == 1
+
+
+def test_the_jobs_help_names_the_default_cap() -> None:
+    from repro.cli._common import JOBS_DEFAULT
+
+    assert f"the cores, at most {hashing.MAX_DEFAULT_JOBS}" == JOBS_DEFAULT

@@ -64,3 +64,19 @@ def signature_options(command: F) -> F:
         type=click.Path(path_type=Path),
         help="ssh-keygen allowed-signers file: verify MANIFEST.sha256.sig before anything else.",
     )(command)
+
+
+# repro.hashing.MAX_DEFAULT_JOBS, written out: importing hashing here would load it (and
+# zlib-ng) for every command at start-up; a test keeps the two the same
+JOBS_DEFAULT = "the cores, at most 8"
+
+
+def jobs_option(command: F) -> F:
+    """-j/--jobs, shared by check and scan: files hashed in parallel."""
+    return click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        help=f"Files hashed in parallel [default: {JOBS_DEFAULT}].",
+    )(command)

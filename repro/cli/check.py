@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from repro.check import CheckOptions, check_target
-from repro.cli._common import echo_json, signature_options
+from repro.cli._common import echo_json, jobs_option, signature_options
 from repro.cli._progress import hash_progress
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.manifest import CheckReport, printable_path
@@ -25,13 +25,7 @@ from repro.signing import SignaturePolicy
     help="Missing files are not failures (but something must verify), as in sha256sum.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Files hashed in parallel [default: the cores, at most 8].",
-)
+@jobs_option
 @signature_options
 @click.option("-q", "--quiet", is_flag=True, help="Print only problems.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list every file that verified.")

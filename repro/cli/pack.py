@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from repro.cli._common import echo_json
+from repro.cli._common import JOBS_DEFAULT, echo_json
 from repro.errors import EXIT_OK
 from repro.snapshot.pack import PackOptions, PackResult, pack
 
@@ -44,7 +44,7 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
 )
 @click.option("--unit", "units", multiple=True, help="Systemd unit to carry (repeatable).")
 @click.option(
-    "--jobs", type=click.IntRange(min=1), help="Hashing threads (default: the cores, at most 8)."
+    "--jobs", type=click.IntRange(min=1), help=f"Hashing threads (default: {JOBS_DEFAULT})."
 )
 @click.option("--offline", is_flag=True, help="Never download (pristine wheels, vault).")
 @click.option(

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from repro.cli._common import echo_json
+from repro.cli._common import echo_json, jobs_option
 from repro.errors import EXIT_INVALID, EXIT_OK, UsageError
 from repro.snapshot.environment import probe_environment
 from repro.snapshot.pristine import PristineCache, default_pip_cache, make_diff, pristine_file
@@ -40,13 +40,7 @@ from repro.snapshot.scan import ScanReport, scan_environment
     type=click.Path(exists=True, path_type=Path),
     help="Wheel or unpacked tree holding the original files (else pip's cache or a download).",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Files hashed in parallel [default: the cores, at most 8].",
-)
+@jobs_option
 @click.argument("packages", nargs=-1)
 def scan_command(
     python: Path | None,
