@@ -102,10 +102,9 @@ class ScanCache:
         file). A cache that cannot be written is no error: the next pack reads again."""
         self.discard()
         racy_after = self.started_ns - self.racy_ns
-        name = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, name = tempfile.mkstemp(prefix=".scan-", dir=self.path.parent)
+            fd, self._staged = tempfile.mkstemp(prefix=".scan-", dir=self.path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as stream:
                 stream.write(FORMAT + "\t" + self.root + "\n")
                 for result in results:
@@ -117,23 +116,18 @@ class ScanCache:
                     crc = "" if result.crc32 is None else f"{result.crc32:08x}"
                     stream.write(f"{result.path}\t{ident.hex()}\t{result.digest}\t{crc}\n")
         except OSError:
-            if name is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(name)
-            return
-        self._staged = name
+            self.discard()
 
     def commit(self) -> None:
         """Put the staged file in place of the cache (nothing staged: nothing done)."""
-        name, self._staged = self._staged, None
-        if name is None:
+        if self._staged is None:
             return
         try:
-            os.replace(name, self.path)
+            os.replace(self._staged, self.path)
         except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
+            self.discard()
             return
+        self._staged = None
         _prune(self.path.parent)
 
     def discard(self) -> None:
