@@ -33,6 +33,7 @@ from repro.snapshot.wheelbuild import (
     CarryPatched,
     PatchedFilesError,
     console_script_names,
+    plan_wheel,
     rebuild_wheel,
     restore_shebang,
 )
@@ -82,11 +83,13 @@ def _make_project(root: Path, name: str, version: str, *, extras: bool) -> Path:
             f'#!python\nimport {name}\nprint("tool", {name}.VALUE)\n',
             0o755,
         )
+        # a script with no #! line (a tool's binary, as ruff and uv install theirs)
+        _write(root / "scripts" / f"{name}-bin", "\x7fELF-like " * 20000, 0o755)
         _write(root / "include" / f"{name}.h", "#define VAULTDEMO 1\n")
         _write(root / "data" / "demo.txt", "demo data\n")
         options = f"""
             entry_points={{"console_scripts": ["{name}-cli = {name}:main"]}},
-            scripts=["scripts/{name}-tool"],
+            scripts=["scripts/{name}-tool", "scripts/{name}-bin"],
             headers=["include/{name}.h"],
             data_files=[("share/{name}", ["data/demo.txt"])],
         """
@@ -193,6 +196,16 @@ def test_rebuilt_wheel_lays_out_data_scripts_and_headers(
         mode = archive.getinfo("vaultdemo-0.1.0.data/scripts/vaultdemo-tool").external_attr >> 16
     assert tool.startswith(b"#!python\n")
     assert mode & 0o111
+    with zipfile.ZipFile(wheel) as archive:
+        binary = archive.read("vaultdemo-0.1.0.data/scripts/vaultdemo-bin")
+        bin_mode = archive.getinfo("vaultdemo-0.1.0.data/scripts/vaultdemo-bin").external_attr
+    assert binary == (source_env.scheme.scripts / "vaultdemo-bin").read_bytes()
+    assert binary.startswith(b"\x7fELF-like") and (bin_mode >> 16) & 0o111
+    plan = plan_wheel(source_env.dists["vaultdemo"], scheme=source_env.scheme)
+    by_name = {m.arcname: m for m in plan.zip.members}
+    # the #! script is held to be rewritten; the other streams from disk, not kept in memory
+    assert by_name["vaultdemo-0.1.0.data/scripts/vaultdemo-tool"].data is not None
+    assert by_name["vaultdemo-0.1.0.data/scripts/vaultdemo-bin"].data is None
     assert "vaultdemo-0.1.0.data/headers/vaultdemo.h" in names
     assert "vaultdemo-0.1.0.data/data/share/vaultdemo/demo.txt" in names
     assert not [n for n in names if n.endswith("vaultdemo-cli")], "generated wrapper leaked"

@@ -461,7 +461,9 @@ def plan_wheel(
 def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) -> ZipMember | None:
     """The member as it goes into the wheel, or None when it does not verify."""
     expected = member.record.sha256
-    if member.script:
+    if member.script and _has_shebang(member.source):
+        # read whole to put `#!python` back; other scripts (a tool's compiled binary, as
+        # ruff and uv install theirs: tens of MB) stream from disk as any other file
         try:
             data = member.source.read_bytes()
             executable = bool(member.source.stat().st_mode & 0o111)
@@ -488,6 +490,14 @@ def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) 
         sha256=found.digest,
         sha256_pending=found.sha_deferred,
     )
+
+
+def _has_shebang(path: Path) -> bool:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(2) == b"#!"
+    except OSError:
+        return False  # unreadable: the file's digest says so (the member does not verify)
 
 
 def _resolve_bad(
