@@ -4,30 +4,49 @@ Files are read in fixed-size chunks, so memory does not grow with file size.
 hashlib releases the GIL while it hashes a buffer larger than 2 KiB, so a
 thread pool scales across cores for large files; for the tens of thousands of
 small files of a venv, per-task overhead dominates, so small files are batched
-into tasks of roughly equal byte counts.
+into tasks of roughly equal byte counts. On a host of many cores the batches of small
+files go to worker processes: there each file's open, fstat, read and close hand the
+interpreter lock around, and eight threads spent three times the wall time of eight
+processes on the GPU host's 49k-file venv (bench/gpu/scan_procs.py).
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import multiprocessing
 import os
 import queue
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import (
+    BrokenExecutor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    as_completed,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from repro.crc import crc32
+from repro.errors import UsageError
 
 CHUNK_SIZE = 1 << 20
 BATCH_BYTES = 32 << 20
 BATCH_FILES = 256
 MAX_DEFAULT_JOBS = 8
+# Worker processes hash the small files when this many threads are asked for (on two
+# cores the hashing, not the lock, binds: processes measured no faster there), once this
+# many small files were submitted (a small scan does not pay for starting them); at
+# most MAX_PROCESSES of them (each is an interpreter of ~10 MiB).
+PROCESS_MIN_JOBS = 4
+PROCESS_AFTER_FILES = 2048
+MAX_PROCESSES = 4
+PROCESSES_ENV = "REPRO_HASH_PROCESSES"  # 0: never; N: N processes from the first batch
 
 ProgressCallback = Callable[[int], None]
 
@@ -197,7 +216,14 @@ class HashPipeline:
     """
 
     def __init__(self, jobs: int | None = None, known: KnownFiles | None = None) -> None:
+        workers = max(1, jobs or default_jobs())
         self._known = known
+        # (worker processes for the small files, started after this many of them) or None
+        self._plan = process_plan(workers)
+        self._processes: ProcessPoolExecutor | None = None
+        self._broken: list[ProcessPoolExecutor] = []
+        self._small_files = 0
+        self.process_batches = 0  # batches hashed by worker processes (a count to report)
         self._queue: queue.PriorityQueue[_Task] = queue.PriorityQueue()
         self._done: queue.SimpleQueue[list[HashResult] | BaseException] = queue.SimpleQueue()
         self._batch: list[tuple[str, bool, bool]] = []
@@ -207,7 +233,7 @@ class HashPipeline:
         self._cancelled = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"repro-hash-{index}", daemon=True)
-            for index in range(max(1, jobs or default_jobs()))
+            for index in range(workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -226,6 +252,7 @@ class HashPipeline:
             return
         self._batch.append((path, crc32, sha))
         self._batch_bytes += size
+        self._small_files += 1
         if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_FILES:
             self._flush()
 
@@ -257,9 +284,15 @@ class HashPipeline:
         for thread in self._threads:
             thread.join()
         self._threads = []
+        for pool in [*self._broken, *([self._processes] if self._processes else [])]:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._processes, self._broken = None, []
 
     def _flush(self) -> None:
         if self._batch:
+            if self._plan is not None and self._small_files >= self._plan[1]:
+                self._processes = start_processes(self._plan[0])
+                self._plan = None  # once, whether it started or not
             self._put(self._batch, self._batch_bytes)
             self._batch, self._batch_bytes = [], 0
 
@@ -278,9 +311,97 @@ class HashPipeline:
             if self._cancelled.is_set():
                 continue
             try:
-                self._done.put([_hash_one(path, crc, self._known, sha) for path, crc, sha in items])
+                self._done.put(self._hash(items))
             except BaseException as exc:  # handed to the waiting thread, raised there
                 self._done.put(exc)
+
+    def _hash(self, items: list[tuple[str, bool, bool]]) -> list[HashResult]:
+        pool = self._processes
+        if pool is None or len(items) < 2:  # a large file: hashlib lets the lock go
+            return [_hash_one(path, crc, self._known, sha) for path, crc, sha in items]
+        results: list[HashResult] = []
+        rest = items
+        if self._known is not None:
+            rest = []
+            for item in items:
+                found = self._known.lookup(item[0], item[1])
+                if found is None:
+                    rest.append(item)
+                else:
+                    results.append(found)
+        if rest:
+            try:
+                future: Future[list[_Row]] = pool.submit(_hash_rows, rest)
+                rows = future.result()
+                self.process_batches += 1
+            except (BrokenExecutor, OSError, RuntimeError):
+                # a worker died (killed, out of memory) or the pool could not start one:
+                # this batch and the rest are hashed in threads
+                if self._processes is pool:
+                    self._processes = None
+                    self._broken.append(pool)
+                rows = _hash_rows(rest)
+            results.extend(HashResult(*row) for row in rows)
+        return results
+
+
+# HashResult's fields in order: what a worker process sends back (plain tuples pickle
+# on every Python this runs on)
+_Row = tuple[str, str | None, int, str | None, int | None, int, int, bytes | None, bool]
+
+
+def _hash_rows(items: list[tuple[str, bool, bool]]) -> list[_Row]:
+    """Hash a batch of files (in a worker process): each result as a row."""
+    rows: list[_Row] = []
+    for path, crc, sha in items:
+        r = _hash_one(path, crc, None, sha)
+        rows.append(
+            (
+                r.path,
+                r.digest,
+                r.size,
+                r.error,
+                r.crc32,
+                r.mtime_ns,
+                r.mode,
+                r.identity,
+                r.sha_deferred,
+            )
+        )
+    return rows
+
+
+def process_plan(jobs: int, environ: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """How many worker processes a pipeline of `jobs` threads starts for its small files,
+    and after how many of them; None: it hashes them in its threads. `REPRO_HASH_PROCESSES`
+    set to 0 turns processes off; set to N, N processes start at the first batch."""
+    setting = (os.environ if environ is None else environ).get(PROCESSES_ENV, "").strip()
+    if setting:
+        try:
+            count = int(setting)
+        except ValueError:
+            count = -1
+        if count < 0:
+            raise UsageError(
+                f"{PROCESSES_ENV}={setting!r}: not a number of processes",
+                hint=f"{PROCESSES_ENV}=0 hashes in threads only; unset, repro decides",
+            )
+        return (count, 0) if count else None
+    if jobs < PROCESS_MIN_JOBS:
+        return None
+    return min(jobs, MAX_PROCESSES), PROCESS_AFTER_FILES
+
+
+def start_processes(workers: int) -> ProcessPoolExecutor | None:
+    """A pool of `workers` hashing processes forked from a fresh server process (this one
+    has threads, and a fork of it could inherit a lock held); None where none can be made.
+    The pool starts its processes as batches come."""
+    try:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["repro.hashing"])
+        return ProcessPoolExecutor(workers, mp_context=context)
+    except (ValueError, OSError, ImportError, NotImplementedError):
+        return None
 
 
 def hash_spans(

@@ -477,6 +477,23 @@ def test_a_repack_is_byte_identical(packed: Packed, workspace: Workspace, tmp_pa
     assert again.read_bytes() == packed.archive.read_bytes()
 
 
+def test_hashing_processes_and_threads_make_the_same_bundle(
+    workspace_312: Path, tmp_path: Path
+) -> None:
+    """Every file read again (--rehash), its small files hashed by two worker processes
+    (the default on 4 cores or more) or by threads only: the same bytes."""
+    args = ("--version", "5", "--wheels", "all", "--offline", "--rehash", "--json")
+    bundles = []
+    for setting in ("2", "0"):
+        proc = pack(
+            str(workspace_312), "-o", f"{tmp_path}/{setting}/", *args,
+            env=pack_env(REPRO_HASH_PROCESSES=setting),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr.decode()
+        bundles.append(Path(json.loads(proc.stdout)["path"]).read_bytes())
+    assert bundles[0] == bundles[1]
+
+
 def test_zst_repacks_are_byte_identical(
     packed: Packed, workspace: Workspace, tmp_path: Path
 ) -> None:

@@ -59,6 +59,14 @@ def test_scan_cli_exit_codes_and_json(patched_env: PatchedEnv) -> None:
     assert found == patched_env.expected
     one = run_repro("scan", "--python", python, "--json", "--ignore", "*.orig", "--jobs", "1")
     assert one.returncode == 1 and json.loads(one.stdout) == document  # same with one thread
+    # small files hashed by two worker processes (by default only on 4 cores or more)
+    procs = run_repro(
+        "scan", "--python", python, "--json", "--ignore", "*.orig",
+        env={"REPRO_HASH_PROCESSES": "2"},
+    )  # fmt: skip
+    assert procs.returncode == 1 and json.loads(procs.stdout) == document
+    bad = run_repro("scan", "--python", python, env={"REPRO_HASH_PROCESSES": "many"})
+    assert bad.returncode == 2 and b"REPRO_HASH_PROCESSES='many'" in bad.stderr
     clean = run_repro("scan", "--venv", str(patched_env.venv.root), "six", "--ignore", "*.orig")
     assert clean.returncode == 0, clean.stderr
     assert b"clean" in clean.stderr
