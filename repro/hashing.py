@@ -17,12 +17,12 @@ import hashlib
 import multiprocessing
 import os
 import queue
+import signal
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import (
-    BrokenExecutor,
     Future,
     ProcessPoolExecutor,
     ThreadPoolExecutor,
@@ -334,9 +334,10 @@ class HashPipeline:
                 future: Future[list[_Row]] = pool.submit(_hash_rows, rest)
                 rows = future.result()
                 self.process_batches += 1
-            except (BrokenExecutor, OSError, RuntimeError):
-                # a worker died (killed, out of memory) or the pool could not start one:
-                # this batch and the rest are hashed in threads
+            except Exception:
+                # a worker died (killed, out of memory), the pool could not start one, or
+                # a worker could not import this module: this batch and the rest are
+                # hashed in threads (where an error of the files themselves shows again)
                 if self._processes is pool:
                     self._processes = None
                     self._broken.append(pool)
@@ -392,6 +393,13 @@ def process_plan(jobs: int, environ: Mapping[str, str] | None = None) -> tuple[i
     return min(jobs, MAX_PROCESSES), PROCESS_AFTER_FILES
 
 
+def _worker_start() -> None:
+    """In each worker: leave Ctrl-C to repro's own process, which cancels the batches not
+    started and shuts the pool down; a worker interrupted mid-batch would only print a
+    traceback and break the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def start_processes(workers: int) -> ProcessPoolExecutor | None:
     """A pool of `workers` hashing processes forked from a fresh server process (this one
     has threads, and a fork of it could inherit a lock held); None where none can be made.
@@ -399,7 +407,7 @@ def start_processes(workers: int) -> ProcessPoolExecutor | None:
     try:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["repro.hashing"])
-        return ProcessPoolExecutor(workers, mp_context=context)
+        return ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start)
     except (ValueError, OSError, ImportError, NotImplementedError):
         return None
 

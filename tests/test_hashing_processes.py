@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -169,3 +170,13 @@ def test_a_small_scan_starts_no_processes(tmp_path: Path, monkeypatch: pytest.Mo
         pipeline.finish()
         assert pipeline.process_batches >= 1
     assert started == [hashing.MAX_PROCESSES]
+
+
+def test_workers_leave_ctrl_c_to_repro() -> None:
+    """A terminal's Ctrl-C reaches the whole process group: the workers ignore it, so
+    repro's own process cancels what has not started and shuts the pool down instead of
+    each worker printing a traceback."""
+    pool = hashing.start_processes(1)
+    assert pool is not None
+    with pool:
+        assert pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
