@@ -1,0 +1,53 @@
+"""Does planning the vault wheels gain from threads? Plan every distribution of this
+interpreter's venv (its files' digests from one scan) with 1, 2, 4 and 8 threads,
+alternated, three rounds.
+
+    python3 bench/gpu/plan_threads.py [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from repro.snapshot.installed import InstalledDist, list_installed
+from repro.snapshot.modulefiles import probe_target
+from repro.snapshot.scan import scan_environment
+from repro.snapshot.wheelbuild import PatchedFilesError, plan_wheel
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    facts = probe_target(Path(sys.executable))
+    dists = [d for d in list_installed(Path(facts.python.purelib)) if not d.editable]
+    scan = scan_environment(facts, crc_for=[d.canonical_name for d in dists])
+    patched = {p.dist.lower().replace("_", "-") for p in scan.patched}
+    dists = [d for d in dists if d.canonical_name not in patched]
+
+    def one(dist: InstalledDist) -> int:
+        try:
+            return len(plan_wheel(dist, digests=scan.digests).zip.members)
+        except PatchedFilesError:
+            return 0
+
+    times: dict[int, list[float]] = {n: [] for n in (1, 2, 4, 8)}
+    members = 0
+    for _ in range(rounds):
+        for threads in times:
+            start = time.perf_counter()
+            with ThreadPoolExecutor(threads) as pool:
+                members = sum(pool.map(one, dists))
+            times[threads].append(time.perf_counter() - start)
+    print(f"{len(dists)} distributions, {members} members")
+    for threads, runs in times.items():
+        print(f"{threads} thread(s): median {statistics.median(runs):.2f} s, runs "
+              + ", ".join(f"{r:.2f}" for r in runs))
+
+
+if __name__ == "__main__":
+    main()
