@@ -217,6 +217,29 @@ def test_jobs_one_gives_same_result(bundle: Path) -> None:
     assert json.loads(result.stdout)["counts"]["verified"] == 3
 
 
+def test_worker_processes_report_what_threads_report(tmp_path: Path) -> None:
+    """A bundle directory of many small files (one tampered, one missing, one unlisted)
+    checked with its hashing in two worker processes and in threads only: the same report."""
+    root = tmp_path / "many-1"
+    for index in range(600):
+        path = root / "files" / f"d{index % 9}" / f"f{index}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(index * 7))
+    write_manifest(root)
+    (root / "files" / "d3" / "f12.txt").write_bytes(b"tampered")
+    (root / "files" / "d4" / "f13.txt").unlink()
+    (root / "files" / "new.txt").write_text("unlisted\n")
+    reports = []
+    for setting in ("2", "0"):
+        result = run_repro("check", "--json", str(root), env={"REPRO_HASH_PROCESSES": setting})
+        assert result.returncode == 1, result.stderr.decode()
+        reports.append(json.loads(result.stdout))
+    assert reports[0] == reports[1]
+    counts = reports[0]["counts"]
+    assert counts["verified"] == 598
+    assert (counts["mismatched"], counts["missing"], counts["unlisted"]) == (1, 1, 1)
+
+
 def test_awkward_names_are_shown_on_one_line(tmp_path: Path) -> None:
     (tmp_path / "new\nline").write_bytes(b"a")
     write_manifest(tmp_path)

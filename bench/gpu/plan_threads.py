@@ -1,5 +1,6 @@
-"""Does planning the vault wheels gain from threads? Plan every distribution of this
-interpreter's venv (its files' digests from one scan) with 1, 2, 4 and 8 threads,
+"""Do the interpreter-bound stages of a pack gain from threads? Plan every
+distribution of this interpreter's venv (its files' digests from one scan), and scan it
+with the scan cache warm (no file read: a stat each), with 1, 2, 4 and 8 threads,
 alternated, three rounds.
 
     python3 bench/gpu/plan_threads.py [ROUNDS]
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from repro.snapshot.installed import InstalledDist, list_installed
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.scan import scan_environment
+from repro.snapshot.scancache import ScanCache
 from repro.snapshot.wheelbuild import PatchedFilesError, plan_wheel
 
 
@@ -43,10 +46,32 @@ def main() -> None:
             with ThreadPoolExecutor(threads) as pool:
                 members = sum(pool.map(one, dists))
             times[threads].append(time.perf_counter() - start)
-    print(f"{len(dists)} distributions, {members} members")
+    print(f"planning: {len(dists)} distributions, {members} members")
+    report(times)
+
+    cache_dir = Path(tempfile.mkdtemp(prefix="scan-cache-"))
+    cache = ScanCache(cache_dir, facts.python.prefix, racy_ns=0)
+    cache.stage(scan.digests.values())
+    cache.commit()
+    warm: dict[int, list[float]] = {n: [] for n in (1, 2, 4, 8)}
+    hits = 0
+    for _ in range(rounds):
+        for threads in warm:
+            known = ScanCache(cache_dir, facts.python.prefix, racy_ns=0)
+            start = time.perf_counter()
+            scan_environment(facts, jobs=threads, known=known)
+            warm[threads].append(time.perf_counter() - start)
+            hits = known.hits
+    print(f"scan with the cache warm: {hits} files unchanged")
+    report(warm)
+
+
+def report(times: dict[int, list[float]]) -> None:
     for threads, runs in times.items():
-        print(f"{threads} thread(s): median {statistics.median(runs):.2f} s, runs "
-              + ", ".join(f"{r:.2f}" for r in runs))
+        print(
+            f"{threads} thread(s): median {statistics.median(runs):.2f} s, runs "
+            + ", ".join(f"{r:.2f}" for r in runs)
+        )
 
 
 if __name__ == "__main__":
