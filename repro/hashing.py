@@ -220,6 +220,11 @@ class HashPipeline:
         self._known = known
         # (worker processes for the small files, started after this many of them) or None
         self._plan = process_plan(workers)
+        # set once enough small files came: the size of the pool the first batch that
+        # needs reading starts (a scan the cache answers starts none: not even the
+        # semaphores' tracker process)
+        self._pool_size: int | None = None
+        self._pool_lock = threading.Lock()
         self._processes: ProcessPoolExecutor | None = None
         self._broken: list[ProcessPoolExecutor] = []
         self._small_files = 0
@@ -291,8 +296,8 @@ class HashPipeline:
     def _flush(self) -> None:
         if self._batch:
             if self._plan is not None and self._small_files >= self._plan[1]:
-                self._processes = start_processes(self._plan[0])
-                self._plan = None  # once, whether it started or not
+                self._pool_size = self._plan[0]
+                self._plan = None
             self._put(self._batch, self._batch_bytes)
             self._batch, self._batch_bytes = [], 0
 
@@ -316,8 +321,7 @@ class HashPipeline:
                 self._done.put(exc)
 
     def _hash(self, items: list[tuple[str, bool, bool]]) -> list[HashResult]:
-        pool = self._processes
-        if pool is None or len(items) < 2:  # a large file: hashlib lets the lock go
+        if self._pool_size is None or len(items) < 2:  # a large file: hashlib lets the lock go
             return [_hash_one(path, crc, self._known, sha) for path, crc, sha in items]
         results: list[HashResult] = []
         rest = items
@@ -329,7 +333,11 @@ class HashPipeline:
                     rest.append(item)
                 else:
                     results.append(found)
-        if rest:
+        if not rest:
+            return results
+        pool = self._pool()
+        rows: list[_Row] | None = None
+        if pool is not None:
             try:
                 future: Future[list[_Row]] = pool.submit(_hash_rows, rest)
                 rows = future.result()
@@ -338,12 +346,24 @@ class HashPipeline:
                 # a worker died (killed, out of memory), the pool could not start one, or
                 # a worker could not import this module: this batch and the rest are
                 # hashed in threads (where an error of the files themselves shows again)
-                if self._processes is pool:
-                    self._processes = None
-                    self._broken.append(pool)
-                rows = _hash_rows(rest)
-            results.extend(HashResult(*row) for row in rows)
+                with self._pool_lock:
+                    self._pool_size = None
+                    if self._processes is pool:
+                        self._processes = None
+                        self._broken.append(pool)
+        if rows is None:
+            rows = _hash_rows(rest)
+        results.extend(HashResult(*row) for row in rows)
         return results
+
+    def _pool(self) -> ProcessPoolExecutor | None:
+        """The worker processes, started by the first batch that needs them."""
+        with self._pool_lock:
+            if self._processes is None and self._pool_size is not None:
+                self._processes = start_processes(self._pool_size)
+                if self._processes is None:
+                    self._pool_size = None  # none can be made here: threads from now on
+            return self._processes
 
 
 # HashResult's fields in order: what a worker process sends back (plain tuples pickle

@@ -180,3 +180,19 @@ def test_workers_leave_ctrl_c_to_repro() -> None:
     assert pool is not None
     with pool:
         assert pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
+
+
+def test_no_processes_start_when_the_cache_answers_for_every_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack again: every file unchanged since the last one. No worker processes, not
+    even the tracker process their semaphores would start."""
+    files = _tree(tmp_path)[:300]
+    started: list[int] = []
+    monkeypatch.setattr(hashing, "start_processes", lambda workers: started.append(workers))
+    monkeypatch.setenv(hashing.PROCESSES_ENV, "2")
+    results, batches = _run(files, known=_Vouch({path for path, _ in files}))
+    assert len(results) == len(files) and batches == 0
+    assert started == []
+    _run(files[:50])  # a file to read: the pool is asked for
+    assert started == [2]
