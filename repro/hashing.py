@@ -5,9 +5,9 @@ hashlib releases the GIL while it hashes a buffer larger than 2 KiB, so a
 thread pool scales across cores for large files; for the tens of thousands of
 small files of a venv, per-task overhead dominates, so small files are batched
 into tasks of roughly equal byte counts. On a host of many cores the batches of small
-files go to worker processes: there each file's open, fstat, read and close hand the
-interpreter lock around, and eight threads spent three times the wall time of eight
-processes on the GPU host's 49k-file venv (bench/gpu/scan_procs.py).
+files go to worker processes: in one process each file's open, fstat, read and close
+hand the interpreter lock around, and eight threads took 1.7x to 3.3x the wall time of
+eight processes on the GPU host's 49k-file venv (bench/gpu/scan_procs.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ MAX_DEFAULT_JOBS = 8
 # Worker processes hash the small files when this many threads are asked for (on two
 # cores the hashing, not the lock, binds: processes measured no faster there), once this
 # many small files were submitted (a small scan does not pay for starting them); at
-# most MAX_PROCESSES of them (each is an interpreter of ~10 MiB).
+# most MAX_PROCESSES of them (each an interpreter: ~20 MiB RSS, ~12 MiB PSS).
 PROCESS_MIN_JOBS = 4
 PROCESS_AFTER_FILES = 2048
 MAX_PROCESSES = 4
@@ -341,7 +341,8 @@ class HashPipeline:
             try:
                 future: Future[list[_Row]] = pool.submit(_hash_rows, rest)
                 rows = future.result()
-                self.process_batches += 1
+                with self._pool_lock:
+                    self.process_batches += 1
             except Exception:
                 # a worker died (killed, out of memory), the pool could not start one, or
                 # a worker could not import this module: this batch and the rest are
