@@ -279,14 +279,23 @@ def start_import(name: str) -> subprocess.Popen[bytes]:
     )
 
 
-def finish_import(proc: subprocess.Popen[bytes], report: Json, timeout: float) -> Json:
+def communicate(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes] | None:
+    """The output of `proc` once it ends; None, the process killed and reaped, after
+    `timeout` seconds."""
     try:
-        out, err = proc.communicate(timeout=timeout)
+        return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
+        return None
+
+
+def finish_import(proc: subprocess.Popen[bytes], report: Json, timeout: float) -> Json:
+    output = communicate(proc, timeout)
+    if output is None:
         report["error"] = f"import timed out after {timeout}s"
         return report
+    out, err = output
     if proc.returncode != 0:
         lines = err.decode("utf-8", "replace").strip().splitlines()
         report["error"] = lines[-1] if lines else f"exit status {proc.returncode}"
@@ -332,6 +341,7 @@ class Tool:
     `nvidia-smi` takes 0.1 s of a 0.3 s probe)."""
 
     def __init__(self, argv: list[str], timeout: float = 30) -> None:
+        self.argv = argv
         self.timeout = timeout
         self.error: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -346,12 +356,10 @@ class Tool:
         """(stdout, None) when the tool succeeded, else (None, why)."""
         if self.proc is None:
             return None, self.error
-        try:
-            out, err = self.proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired as exc:
-            self.proc.kill()
-            self.proc.communicate()
-            return None, str(exc)
+        output = communicate(self.proc, self.timeout)
+        if output is None:
+            return None, str(subprocess.TimeoutExpired(self.argv, self.timeout))
+        out, err = output
         if self.proc.returncode != 0:
             return None, err.decode("utf-8", "replace").strip() or f"exit {self.proc.returncode}"
         return out.decode("utf-8", "replace"), None
