@@ -2,6 +2,7 @@
 
     python -m bench --size small            # ~200 MB venv: numpy, pandas, scipy
     python -m bench --size full --runs 3    # torch 2.14.1 with its CUDA 13 wheels, ~5.5 GB
+    python -m bench --venv /opt/torch/.venv # a copy of a venv of your own
 
 See bench/README.md.
 """
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import report, suite
-from bench.envs import build_workspace, default_cache
+from bench.envs import adopt_workspace, build_workspace, default_cache
 from repro.hashing import default_jobs
 
-GROUPS = ("check", "scan", "pack", "unpack", "scaling")
+GROUPS = ("check", "scan", "pack", "unpack", "scaling-pack", "scaling")
+SCALING = ("scaling-pack", "scaling")
 
 
 def _say(message: str) -> None:
@@ -34,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--size", choices=("small", "full"), default="small")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        metavar="PATH",
+        help="measure a copy of this existing venv instead of a built size (it is only read)",
+    )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per contender [5]")
     parser.add_argument(
         "--warmup",
@@ -82,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         return _retable(args.table)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    groups = tuple(args.only or [g for g in GROUPS if g != "scaling" or args.scaling > 1])
+    groups = tuple(args.only or [g for g in GROUPS if g not in SCALING or args.scaling > 1])
     warmup = bool(args.warmup)
 
-    workspace = build_workspace(args.size, args.cache, say=_say)
+    if args.venv is not None:
+        workspace = adopt_workspace(args.venv, args.cache, say=_say)
+    else:
+        workspace = build_workspace(args.size, args.cache, say=_say)
     work = args.work or args.cache / f"work-{workspace.root.name}"
     setup = suite.prepare(workspace, work, _say, groups)
     result: dict[str, Any] = {
@@ -113,10 +124,13 @@ def main(argv: list[str] | None = None) -> int:
             result["groups"]["pack"] = suite.group_pack(setup, args.runs, warmup, _say, venv_pack)
         elif name == "unpack":
             result["groups"]["unpack"] = suite.group_unpack(setup, args.runs, warmup, _say)
+        elif name == "scaling-pack":
+            result["groups"][name] = suite.group_scaling_pack(
+                setup, args.runs, warmup, _say, max(args.scaling, 2)
+            )
         elif name == "scaling":
-            copies = max(args.scaling, 2)
-            result["groups"]["scaling"] = suite.group_scaling(
-                setup, args.runs, warmup, _say, copies
+            result["groups"][name] = suite.group_scaling(
+                setup, args.runs, warmup, _say, max(args.scaling, 2)
             )
     for group in result["groups"].values():
         group["hashlib"] = {
@@ -132,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     stem = f"{datetime.date.today().isoformat()}-{os.uname().nodename}"
     path = args.results / f"{stem}.json"
-    document = report.merge(path, args.size, result)
+    document = report.merge(path, workspace.size, result)
     path.write_text(json.dumps(document, indent=2) + "\n")
     markdown = report.table(document)
     (args.results / f"{stem}.md").write_text(markdown)

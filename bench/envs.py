@@ -83,11 +83,11 @@ def site_packages(python: Path) -> Path:
     return Path(_run([str(python), "-c", code], timeout=60).strip())
 
 
-def _patch(site: Path) -> Path:
+def _patch(site: Path, package: str = PATCHED_DIST, module: str = "core.py") -> Path:
     """Modify one installed file (and add one), as a hand patch inside site-packages does."""
-    target = site / PATCHED_DIST / "core.py"
+    target = site / package / module
     target.write_text(target.read_text() + PATCH_LINE)
-    (site / PATCHED_DIST / "serving_policy.py").write_text("STRICT = True\n")
+    (site / package / "serving_policy.py").write_text("STRICT = True\n")
     return target
 
 
@@ -139,6 +139,48 @@ def build_workspace(
     _patch(site_packages(workspace.python))
     _decorate(root, workspace.venv)
     marker.write_text(json.dumps({"packages": packages}))
+    return workspace
+
+
+# Packages whose `__init__.py` the harness patches in a venv it is given (the first found):
+# pure Python, and in almost every serving venv
+ADOPT_PATCH_CANDIDATES = ("idna", "packaging", "certifi", "urllib3", "requests")
+
+
+def adopt_workspace(
+    venv: Path, cache: Path, *, say: Callable[[str], None] = lambda _: None
+) -> Workspace:
+    """A workspace around a copy of an existing venv (`python -m bench --venv PATH`): the
+    copy is patched and decorated as the built recipes are; the venv given is only read.
+    Cached by the venv's path and the time its pyvenv.cfg was written."""
+    source = venv.resolve()
+    config = source / "pyvenv.cfg"
+    if not config.is_file():
+        raise ReproError(f"{venv}: not a virtual environment (no pyvenv.cfg)")
+    text = json.dumps([str(source), config.stat().st_mtime_ns, PATCH_LINE, 1])
+    key = hashlib.sha256(text.encode()).hexdigest()[:12]
+    root = cache / f"venv-{key}"
+    marker = root / ".bench-ready"
+    workspace = Workspace("venv", root, (f"the venv at {source}",))
+    if marker.exists():
+        return workspace
+    say(f"copying {source} into {root} (once; cached)")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    # cp -a: real copies of every file (hard links would share the page cache), links kept
+    _run(["cp", "-a", str(source), str(workspace.venv)], timeout=3600)
+    site = site_packages(workspace.python)
+    for package in ADOPT_PATCH_CANDIDATES:
+        if (site / package / "__init__.py").is_file():
+            _patch(site, package, "__init__.py")
+            break
+    else:
+        raise ReproError(
+            f"{venv}: none of {', '.join(ADOPT_PATCH_CANDIDATES)} is installed: the harness "
+            "patches one of them"
+        )
+    _decorate(root, workspace.venv)
+    marker.write_text(json.dumps({"venv": str(source)}))
     return workspace
 
 

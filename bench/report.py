@@ -147,6 +147,7 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
             r = _ratio(groups["unpack"], name, "venv + pip install --no-index")
             if r is not None:
                 add(f"{label}: speed-up over pip", 1 / r, ">= 3x", 1 / r >= 3)
+    found += _scaling_goals(size_result)
     for group_name, contender in (
         ("pack", "repro pack --wheels all"),
         ("check", "repro check"),
@@ -161,6 +162,49 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
                 f"<= {RSS_GOAL_MIB:.0f}",
                 _at_most(rss, RSS_GOAL_MIB),
             )
+    return found
+
+
+def _goal(what: str, value: float | None, goal: str, met: bool | None) -> dict[str, Any]:
+    return {"what": what, "value": None if value is None else round(value, 3), "goal": goal,
+            "met": met}  # fmt: skip
+
+
+def _scaling_goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Linearity: the time of N x the bytes over N x the time of 1 x (1.0: linear; below 1:
+    fixed costs spread thinner; above: the page cache no longer holds it, or worse)."""
+    groups = size_result["groups"]
+    facts = size_result["facts"]
+    found: list[dict[str, Any]] = []
+    group = groups.get("scaling-pack")
+    if group:
+        copies = group["payload"]["copies"]
+        grow = group["payload"]["bytes"] / facts["venv_bytes"]
+        big = f"{copies}x"
+        for label, a, b in (
+            ("first pack", f"{PACK_REHASH} {big}", f"{PACK_REHASH} 1x"),
+            ("first pack --jobs 1", f"{PACK_REHASH} {big} --jobs 1", f"{PACK_REHASH} 1x --jobs 1"),
+            ("scan", f"repro scan {big}", "repro scan 1x"),
+        ):
+            r = _ratio(group, a, b)
+            per_byte = None if r is None else r / grow
+            found.append(_goal(f"{label}: {big} / 1x time per byte (info)", per_byte, "~1", None))
+        r = _ratio(group, f"{PACK_REHASH} {big}", f"tar cf + sha256sum {big}")
+        found.append(
+            _goal(f"first pack {big} / (tar cf + sha256sum {big})", r, "<= 1.0", _at_most(r, 1.0))
+        )
+        r = _ratio(group, f"{PACK_REHASH} {big}", f"{PACK_REHASH} {big} --jobs 1")
+        found.append(_goal(f"first pack {big}: all cores / --jobs 1 (info)", r, "-", None))
+    group = groups.get("scaling")
+    one = _series(groups.get("check", {}), "repro check")
+    if group and one and "payload" in group:
+        copies = group["payload"]["copies"]
+        many = _series(group, f"repro check {copies}x")
+        grow = group["payload"]["bytes"] / facts["bundle_payload_bytes"]
+        per_byte = many["median_s"] / one["median_s"] / grow if many else None
+        found.append(
+            _goal(f"check: {copies}x / 1x time per byte (info, medians)", per_byte, "~1", None)
+        )
     return found
 
 

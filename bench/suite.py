@@ -28,6 +28,7 @@ from bench.report import (
     UNPACK_COLD_DIRECT,
     WRITE_CEILING,
 )
+from bench.synthetic import scaled_workspace
 from repro.hashing import default_jobs
 
 Say = Callable[[str], None]
@@ -381,6 +382,52 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
     ]
     pairs = [(0, 1), (0, 2), (3, 1), (3, 2), (4, 1), (4, 2)]
     return _group("unpack", contenders, runs, warmup, say, pairs=pairs)
+
+
+def group_scaling_pack(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:
+    """A first pack and a scan of the real venv and of a synthetic one `copies` times
+    larger, made of copies of every distribution (bench/synthetic.py), alternated in one
+    group, so each ratio Nx / 1x is paired; and tar cf + sha256sum of the large one. Its
+    workspace is removed afterwards: at full size it is `copies` x 5.6 GB."""
+    say(f"building the synthetic {copies}x environment (untimed)")
+    scaled = scaled_workspace(s.workspace, s.work / f"scaled-venv-{copies}x", copies)
+    out = s.work / f"pack-{copies}x"
+    tar = s.work / f"tar-sha-{copies}x.tar"
+
+    def pack(workspace: Workspace, *extra: str) -> tuple[str, ...]:
+        return (*REPRO, "pack", str(workspace.root), "-o", f"{out}/", "--version", "1",
+                "--wheels", "all", "--offline", "--rehash", *extra)  # fmt: skip
+
+    big = f"{copies}x"
+    contenders = [
+        Contender(f"{PACK_REHASH} 1x", pack(s.workspace), cleanup=_fresh(out)),
+        Contender(f"{PACK_REHASH} {big}", pack(scaled), cleanup=_fresh(out)),
+        Contender(
+            f"{PACK_REHASH} 1x --jobs 1", pack(s.workspace, "--jobs", "1"), cleanup=_fresh(out)
+        ),
+        Contender(
+            f"{PACK_REHASH} {big} --jobs 1", pack(scaled, "--jobs", "1"), cleanup=_fresh(out)
+        ),
+        Contender(
+            "repro scan 1x", (*REPRO, "scan", "--venv", str(s.workspace.venv)), ok_codes=(0, 1)
+        ),
+        Contender(
+            f"repro scan {big}", (*REPRO, "scan", "--venv", str(scaled.venv)), ok_codes=(0, 1)
+        ),
+        Contender(
+            f"tar cf + sha256sum {big}",
+            _shell(f"tar cf {_q(tar)} -C {_q(scaled.root)} venv && sha256sum {_q(tar)}"),
+            cleanup=_fresh(tar),
+        ),
+    ]
+    files, size = tree_bytes(scaled.venv)
+    try:
+        pairs = [(1, 0), (3, 2), (5, 4), (0, 2), (1, 3), (1, 6)]
+        result = _group("scaling-pack", contenders, runs, warmup, say, pairs=pairs)
+    finally:
+        _fresh(scaled.root)()
+    result["payload"] = {"files": files, "bytes": size, "copies": copies}
+    return result
 
 
 def group_scaling(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:

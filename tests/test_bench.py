@@ -51,6 +51,15 @@ CONTENDERS = {
         "repro unpack --offline, cold uv cache",
         "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1",
     ],
+    "scaling-pack": [
+        "repro pack --wheels all --rehash 1x",
+        "repro pack --wheels all --rehash 2x",
+        "repro pack --wheels all --rehash 1x --jobs 1",
+        "repro pack --wheels all --rehash 2x --jobs 1",
+        "repro scan 1x",
+        "repro scan 2x",
+        "tar cf + sha256sum 2x",
+    ],
     "scaling": ["repro check 2x", "repro check 2x --jobs 1", "sha256sum -c 2x"],
 }
 
@@ -114,7 +123,13 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
         "pack --wheels all, page cache / venv-pack (info)",
         "unpack: speed-up over pip",
         "unpack, cold uv cache, direct writes (info): speed-up over pip",
+        "first pack: 2x / 1x time per byte (info)",
+        "scan: 2x / 1x time per byte (info)",
+        "first pack 2x / (tar cf + sha256sum 2x)",
+        "check: 2x / 1x time per byte (info, medians)",
     }
+    scaled = small["groups"]["scaling-pack"]["payload"]
+    assert scaled["copies"] == 2 and scaled["bytes"] > 1.8 * small["facts"]["venv_bytes"]
     table = md_path.read_text()
     assert completed.stdout.strip() == table.strip()
     for names in CONTENDERS.values():
