@@ -19,6 +19,7 @@ from typing import Any
 
 from bench import report, suite
 from bench.envs import adopt_workspace, build_workspace, default_cache
+from bench.measure import rss_meter
 from repro.hashing import default_jobs
 
 GROUPS = ("check", "scan", "pack", "unpack", "scaling-pack", "scaling")
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": suite.machine(),
+        "rss_meter": rss_meter(),
         "runs": args.runs,
         "warmup": warmup,
         "facts": suite.facts(setup),

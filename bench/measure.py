@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -72,6 +73,29 @@ class Series:
 
 
 GNU_TIME = "/usr/bin/time"
+# Where GNU time is not installed (the GPU host's image): a bare interpreter (-S -I: no
+# site, ~9 MiB) starts the contender and writes the child's ru_maxrss as time's -o does.
+# A child's ru_maxrss starts at this wrapper's own peak, so small contenders read its floor
+# (`rss_meter()` says which one ran, and the floor).
+_WRAPPER = """import os, sys
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
+def _meter(rss_path: str) -> list[str]:
+    if os.access(GNU_TIME, os.X_OK):
+        return [GNU_TIME, "-f", "%M", "-o", rss_path]
+    return [sys.executable, "-S", "-I", "-c", _WRAPPER, rss_path]
+
+
+def rss_meter() -> dict[str, object]:
+    """Which peak-RSS meter runs the contenders, and the least it reads (of `true`)."""
+    floor = run_once(Contender("true", ("true",))).max_rss_kib / 1024
+    name = "GNU time %M" if os.access(GNU_TIME, os.X_OK) else "python -S -I wrapper (wait4)"
+    return {"meter": name, "floor_mib": round(floor, 1)}
 
 
 def _read_rss(path: Path) -> int:
@@ -95,7 +119,7 @@ def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
         rss_file.close()
         started = time.perf_counter()
         process = subprocess.Popen(
-            [GNU_TIME, "-f", "%M", "-o", rss_file.name, *contender.argv],
+            [*_meter(rss_file.name), *contender.argv],
             cwd=contender.cwd,
             env=contender.env,
             stdout=subprocess.DEVNULL,

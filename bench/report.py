@@ -284,6 +284,9 @@ def table(document: dict[str, Any]) -> str:
         for goal in result["goals"]:
             met = {True: "yes", False: "**no**", None: "n/a"}[goal["met"]]
             lines.append(f"| {goal['what']} | {goal['value']} | {goal['goal']} | {met} |")
+        meter = result.get("rss_meter", {})
+        if meter and not str(meter.get("meter", "")).startswith("GNU time"):
+            lines += ["", f"- peak RSS by {meter['meter']}: at least {meter['floor_mib']} MiB"]
         if result.get("left_out"):
             lines += ["", *(f"- left out: {why}" for why in result["left_out"])]
         lines.append("")

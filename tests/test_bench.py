@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import measure
 from bench.measure import Run, Series, paired_ratio
 from bench.report import goals
 
@@ -95,6 +96,26 @@ def test_goals_are_judged_from_paired_ratios() -> None:
         "unpack: speed-up over pip": False,
         "peak RSS of repro unpack --offline (MiB)": False,
     }
+
+
+@pytest.mark.parametrize("gnu_time", [True, False], ids=["gnu-time", "python-wrapper"])
+def test_peak_rss_and_exit_status_of_a_real_child(
+    gnu_time: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both meters (GNU time, and the wrapper used where it is not installed) read the
+    child's own peak, not the harness's, and pass its exit status through."""
+    if not gnu_time:
+        monkeypatch.setattr(measure, "GNU_TIME", "/nonexistent/time")
+    grab = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
+    run = measure.run_once(measure.Contender("grab", (sys.executable, "-c", grab)))
+    assert 80 * 1024 < run.max_rss_kib < 200 * 1024
+    small = measure.run_once(measure.Contender("true", ("true",)))
+    assert small.max_rss_kib < 20 * 1024  # not the harness's ~40 MiB and more
+    with pytest.raises(measure.BenchFailed, match="exit 3"):
+        measure.run_once(measure.Contender("fails", (sys.executable, "-c", "raise SystemExit(3)")))
+    assert measure.rss_meter()["meter"] == (
+        "GNU time %M" if gnu_time else "python -S -I wrapper (wait4)"
+    )
 
 
 @pytest.mark.slow
