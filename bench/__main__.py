@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="scratch for bundles and fresh targets [CACHE/work-<environment>]",
     )
+    parser.add_argument(
+        "--machine-name",
+        default=os.uname().nodename,
+        help="the machine's part of the results' names [the host name]",
+    )
     parser.add_argument("--no-venv-pack", action="store_true", help="leave venv-pack out")
     parser.add_argument(
         "--table",
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     report.limits(result)
     result["goals"] = report.goals(result)
     args.results.mkdir(parents=True, exist_ok=True)
-    stem = f"{datetime.date.today().isoformat()}-{os.uname().nodename}"
+    stem = f"{datetime.date.today().isoformat()}-{args.machine_name}"
     path = args.results / f"{stem}.json"
     document = report.merge(path, workspace.size, result)
     path.write_text(json.dumps(document, indent=2) + "\n")

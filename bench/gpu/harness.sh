@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The benchmark harness (`python -m bench`) on the GPU host, over a copy of the image's own
+# venv (`--venv`): the same contenders, alternation, limits and goals as on the 2-core VM.
+#
+#   bash bench/gpu/harness.sh OUTDIR [bench options...]
+#     e.g.  bash bench/gpu/harness.sh "$OUT" --only check --only scan --runs 5
+#
+# repro's missing dependencies and venv-pack travel as wheels in .whl/ (bench/gpu/README.md).
+# A results file already in bench/results/ under the same name (--machine-name, default
+# gpu-h200) is merged into: run one group per call and the file gathers them.
+# Writes to OUTDIR: the results .json and .md, and log.txt.
+set -u
+out="${1:?usage: harness.sh OUTDIR [bench options]}"
+shift
+mkdir -p "$out"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export PYTHONUNBUFFERED=1
+exec > >(tee -a "$out/log.txt") 2>&1
+if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site "$root"/.whl/*.whl || exit 2
+fi
+export PYTHONPATH="/tmp/site:$root"
+cache=/tmp/bench-cache
+# venv-pack from its carried wheel: the host reaches no index
+if [ ! -x "$cache/tools/bin/venv-pack" ] && ls "$root"/.whl/venv_pack-*.whl >/dev/null 2>&1; then
+    python3 -m venv "$cache/tools" &&
+        "$cache/tools/bin/python" -m pip install -q --no-index "$root"/.whl/venv_pack-*.whl
+fi
+echo "cores: $(nproc),$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); GNU time: $(ls /usr/bin/time 2>&1)"
+df -h /tmp | tail -1
+venv="$(python3 -c 'import sys; print(sys.prefix)')"
+results="$root/bench/results"
+cd /tmp && python3 -m bench --venv "$venv" --cache "$cache" --results "$results" \
+    --machine-name gpu-h200 "$@"
+status=$?
+cp "$results"/*-gpu-h200.json "$results"/*-gpu-h200.md "$out"/ 2>/dev/null
+exit $status
