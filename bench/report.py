@@ -195,6 +195,14 @@ def _scaling_goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         )
         r = _ratio(group, f"{PACK_REHASH} {big}", f"{PACK_REHASH} {big} --jobs 1")
         found.append(_goal(f"first pack {big}: all cores / --jobs 1 (info)", r, "-", None))
+        for name in (f"{PACK_REHASH} 1x", f"{PACK_REHASH} {big}"):
+            item = _series(group, name)
+            if item is not None:
+                rss = float(item["peak_rss_mib"])
+                goal = f"<= {RSS_GOAL_MIB:.0f}"
+                found.append(
+                    _goal(f"peak RSS of {name} (MiB)", rss, goal, _at_most(rss, RSS_GOAL_MIB))
+                )
     group = groups.get("scaling")
     one = _series(groups.get("check", {}), "repro check")
     if group and one and "payload" in group:
@@ -206,6 +214,23 @@ def _scaling_goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
             _goal(f"check: {copies}x / 1x time per byte (info, medians)", per_byte, "~1", None)
         )
     return found
+
+
+def _scaled_rss_row(size: str, result: dict[str, Any]) -> list[str]:
+    """The synthetic N-fold environment's first pack in the table of RSS against size."""
+    scaled = result["groups"].get("scaling-pack")
+    if not scaled:
+        return []
+    copies = scaled["payload"]["copies"]
+    item = _series(scaled, f"{PACK_REHASH} {copies}x")
+    if item is None:
+        return []
+    grown = scaled["payload"]["bytes"] / result["facts"]["venv_bytes"]
+    bundle_gb = result["facts"]["bundle_bytes"] * grown / 1e9
+    return [
+        f"| {size} x{copies} (synthetic, {scaled['payload']['files']} files) "
+        f"| {bundle_gb:.2f} (est.) | {item['peak_rss_mib']:.0f} (first pack) | - | - |"
+    ]
 
 
 def merge(path: Path, size: str, size_result: dict[str, Any]) -> dict[str, Any]:
@@ -311,5 +336,6 @@ def table(document: dict[str, Any]) -> str:
                 continue
             row.append(f"{item['peak_rss_mib']:.0f}" if item else "-")
         lines.append("| " + " | ".join(row) + " |")
+        lines += _scaled_rss_row(size, result)
     lines += ["", f"_{document.get('rss_note', '')}; {document.get('ratio_note', '')}._", ""]
     return "\n".join(lines)

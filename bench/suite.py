@@ -189,6 +189,9 @@ def tool_venv(cache: Path, say: Say) -> Path | None:
     except Exception as exc:  # reported, not fatal: the comparison is then left out
         say(f"venv-pack unavailable: {exc}")
         return None
+    if not binary.exists():
+        say(f"venv-pack unavailable: pip installed no {binary}")
+        return None
     return binary
 
 

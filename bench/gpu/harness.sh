@@ -22,11 +22,11 @@ if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="/tmp/site:$root"
 cache=/tmp/bench-cache
-# venv-pack from its carried wheel: the host reaches no index
-if [ ! -x "$cache/tools/bin/venv-pack" ] && ls "$root"/.whl/venv_pack-*.whl >/dev/null 2>&1; then
-    python3 -m venv "$cache/tools" &&
-        "$cache/tools/bin/python" -m pip install -q --no-index "$root"/.whl/venv_pack-*.whl
-fi
+# venv-pack from its carried wheel (installed into /tmp/site above): the host reaches no
+# index, so the harness's own tool venv could not install it
+mkdir -p "$cache/tools/bin"
+printf '#!/bin/sh\nexec python3 -m venv_pack "$@"\n' > "$cache/tools/bin/venv-pack"
+chmod +x "$cache/tools/bin/venv-pack"
 echo "cores: $(nproc),$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); GNU time: $(ls /usr/bin/time 2>&1)"
 df -h /tmp | tail -1
 venv="$(python3 -c 'import sys; print(sys.prefix)')"
