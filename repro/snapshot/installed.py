@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,13 +119,20 @@ def _clean_env() -> dict[str, str]:
     }
 
 
+_HEADERS_END = re.compile(r"\r?\n\r?\n")
+
+
 def read_metadata_name_version(dist_info: Path) -> tuple[str, str]:
     metadata = dist_info / "METADATA"
     try:
         text = metadata.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
         raise InputError(f"{metadata}: cannot read: {exc.strerror or exc}") from exc
-    headers = HeaderParser().parsestr(text)
+    # The headers end at the first empty line; the description after it can be long (the
+    # feed parser read every line of it: 0.84 s of the GPU host's pack under cProfile for
+    # the METADATA of 197 distributions, read twice)
+    end = _HEADERS_END.search(text)
+    headers = HeaderParser().parsestr(text if end is None else text[: end.start() + 1])
     name, version = headers.get("Name"), headers.get("Version")
     if not name or not version:
         raise InputError(f"{metadata}: no Name or Version header")

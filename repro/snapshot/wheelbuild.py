@@ -485,7 +485,10 @@ def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) 
         found.size,
         found.crc32,
         bool(found.mode & 0o111),
-        source=member.key,
+        # the scan's own string for the path where it read the file (equal to the key made
+        # here): one path string a file held through the writing, not two (tracemalloc:
+        # 2.7 MiB for the 16k files of the 2-core machine's full venv)
+        source=found.path if found.path == member.key else member.key,
         mtime_ns=found.mtime_ns,
         sha256=found.digest,
         sha256_pending=found.sha_deferred,

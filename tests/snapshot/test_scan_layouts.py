@@ -95,3 +95,41 @@ def test_namespace_roots_subdirectories_and_scripts(tmp_path: Path) -> None:
         ("ns-beta", "../../../bin/ns-beta-tool", "modified"),
     }
     assert report.ambiguous_added == ("nsroot/stray.py",)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        # the description after the headers may hold header-like lines: never read as ones
+        (
+            "Metadata-Version: 2.1\nName: real\nVersion: 1.0\n\nName: fake\nVersion: 9\n",
+            ("real", "1.0"),
+        ),
+        (
+            "Metadata-Version: 2.1\r\nName: crlf\r\nVersion: 2.0\r\n\r\nVersion: 9\r\n",
+            ("crlf", "2.0"),
+        ),
+        ("Metadata-Version: 2.1\nName: nobody\nVersion: 3\n", ("nobody", "3")),
+        ("Name: folded\nSummary: one\n  two\nVersion: 4\n\n" + "x\n" * 10000, ("folded", "4")),
+    ],
+)
+def test_metadata_headers_end_at_the_first_empty_line(
+    tmp_path: Path, metadata: str, expected: tuple[str, str]
+) -> None:
+    from repro.snapshot.installed import read_metadata_name_version
+
+    info = tmp_path / "x-1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_bytes(metadata.encode())
+    assert read_metadata_name_version(info) == expected
+
+
+def test_metadata_without_version_in_its_headers_is_refused(tmp_path: Path) -> None:
+    from repro.errors import InputError
+    from repro.snapshot.installed import read_metadata_name_version
+
+    info = tmp_path / "x-1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: x\n\nVersion: 1.0\n")
+    with pytest.raises(InputError, match=r"METADATA: no Name or Version header"):
+        read_metadata_name_version(info)
