@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--size", choices=("small", "full"), default="small")
+    parser.add_argument(
+        "--size", choices=("small", "full"), help="which environment to build [small]"
+    )
     parser.add_argument(
         "--venv",
         type=Path,
@@ -96,13 +98,15 @@ def main(argv: list[str] | None = None) -> int:
         return _retable(args.table)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.venv is not None and args.size is not None:
+        parser.error("--venv and --size: give one (--venv measures that venv's copy)")
     groups = tuple(args.only or [g for g in GROUPS if g not in SCALING or args.scaling > 1])
     warmup = bool(args.warmup)
 
     if args.venv is not None:
         workspace = adopt_workspace(args.venv, args.cache, say=_say)
     else:
-        workspace = build_workspace(args.size, args.cache, say=_say)
+        workspace = build_workspace(args.size or "small", args.cache, say=_say)
     work = args.work or args.cache / f"work-{workspace.root.name}"
     setup = suite.prepare(workspace, work, _say, groups)
     result: dict[str, Any] = {

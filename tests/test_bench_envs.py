@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from tests.conftest import run_repro
 from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +91,35 @@ def test_adopted_venv_is_copied_then_patched(workspace: Workspace, tmp_path: Pat
 def test_adopting_what_is_no_venv_names_it(tmp_path: Path) -> None:
     with pytest.raises(ReproError, match=rf"{tmp_path}: not a virtual environment"):
         adopt_workspace(tmp_path, tmp_path / "cache")
+
+
+def test_harness_measures_a_venv_of_ones_own(workspace: Workspace, tmp_path: Path) -> None:
+    """`python -m bench --venv PATH` end to end: check and scan of a copy of the venv, the
+    table printed last and written beside the results file; the venv given is unchanged."""
+    before = _scan(workspace.venv)
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--venv", str(workspace.venv), "--only", "check",
+         "--only", "scan", "--runs", "1", "--warmup", "0", "--cache", str(tmp_path / "cache"),
+         "--results", str(results), "--machine-name", "testbox"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (json_path,) = results.glob("*-testbox.json")
+    document = json.loads(json_path.read_text())
+    measured = document["sizes"]["venv"]
+    assert measured["facts"]["packages"] == [f"the venv at {workspace.venv.resolve()}"]
+    assert set(measured["groups"]) == {"check", "scan"}
+    names = [item["name"] for item in measured["groups"]["scan"]["contenders"]]
+    assert "repro scan" in names and "repro pack --wheels none --rehash" in names
+    assert measured["rss_meter"]["meter"]
+    assert done.stdout.strip() == json_path.with_suffix(".md").read_text().strip()
+    assert _scan(workspace.venv) == before
+
+
+def test_harness_refuses_venv_and_size_together(workspace: Workspace) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--venv", str(workspace.venv), "--size", "full"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--venv and --size: give one" in done.stderr
