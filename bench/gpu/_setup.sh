@@ -10,11 +10,7 @@
 # the PSS (shared pages divided among their sharers) of every process of the tree at once
 # (sampled every 50 ms). Variables set before `run` reach
 # repro (REPRO_X=... run ...).
-export PYTHONUNBUFFERED=1
-if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site "$root"/.whl/*.whl || exit 2
-fi
+source "$root/bench/gpu/_wheels.sh"
 python3 -m compileall -q "$root/repro" > /dev/null
 echo "cores: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 VENV="$(python3 -c 'import sys; print(sys.prefix)')"

@@ -14,12 +14,8 @@ out="${1:?usage: harness.sh OUTDIR [bench options]}"
 shift
 mkdir -p "$out"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-export PYTHONUNBUFFERED=1
 exec > >(tee -a "$out/log.txt") 2>&1
-if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site "$root"/.whl/*.whl || exit 2
-fi
+source "$root/bench/gpu/_wheels.sh"
 export PYTHONPATH="/tmp/site:$root"
 cache=/tmp/bench-cache
 # venv-pack from its carried wheel (installed into /tmp/site above): the host reaches no
