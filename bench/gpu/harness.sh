@@ -27,8 +27,11 @@ echo "cores: $(nproc),$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); GNU 
 df -h /tmp | tail -1
 venv="$(python3 -c 'import sys; print(sys.prefix)')"
 results="$root/bench/results"
+touch /tmp/harness-started
 cd /tmp && python3 -m bench --venv "$venv" --cache "$cache" --results "$results" \
     --machine-name gpu-h200 "$@"
 status=$?
-cp "$results"/*-gpu-h200.json "$results"/*-gpu-h200.md "$out"/ 2>/dev/null
+# the files this run wrote (whatever --machine-name named them)
+find "$results" -maxdepth 1 -newer /tmp/harness-started \( -name '*.json' -o -name '*.md' \) \
+    -exec cp {} "$out"/ \;
 exit $status
