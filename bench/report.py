@@ -174,7 +174,7 @@ def _scaling_goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
     """Linearity: the time of N x the bytes over N x the time of 1 x (1.0: linear; below 1:
     fixed costs spread thinner; above: the page cache no longer holds it, or worse)."""
     groups = size_result["groups"]
-    facts = size_result["facts"]
+    facts = size_result.get("facts", {})
     found: list[dict[str, Any]] = []
     group = groups.get("scaling-pack")
     if group:

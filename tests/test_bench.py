@@ -216,3 +216,38 @@ def test_scan_probe_imports_nothing_from_the_target(tmp_path: Path) -> None:
     facts = probe_environment(python)
     assert [m.module for m in facts.modules] == ["transformers"]
     assert marker.exists()
+
+
+def test_scaling_goals_divide_the_time_ratio_by_the_bytes_ratio() -> None:
+    pack = "repro pack --wheels all --rehash"
+    result = {
+        "facts": {"venv_bytes": 100, "bundle_payload_bytes": 50},
+        "groups": {
+            "scaling-pack": {
+                "payload": {"files": 40, "bytes": 400, "copies": 4},
+                "contenders": [
+                    {"name": f"{pack} 1x", "peak_rss_mib": 80.0},
+                    {"name": f"{pack} 4x", "peak_rss_mib": 160.0},
+                ],
+                "ratios": [
+                    {"a": f"{pack} 4x", "b": f"{pack} 1x", "median": 3.0},
+                    {"a": "repro scan 4x", "b": "repro scan 1x", "median": 4.4},
+                    {"a": f"{pack} 4x", "b": "tar cf + sha256sum 4x", "median": 0.3},
+                ],
+            },
+            "check": {"contenders": [{"name": "repro check", "median_s": 2.0, "peak_rss_mib": 1}]},
+            "scaling": {
+                "payload": {"files": 8, "bytes": 200, "copies": 4},
+                "contenders": [{"name": "repro check 4x", "median_s": 8.0}],
+                "ratios": [],
+            },
+        },
+    }
+    judged = {goal["what"]: (goal["value"], goal["met"]) for goal in goals(result)}
+    assert judged["first pack: 4x / 1x time per byte (info)"] == (0.75, None)
+    assert judged["scan: 4x / 1x time per byte (info)"] == (1.1, None)
+    assert judged["first pack --jobs 1: 4x / 1x time per byte (info)"] == (None, None)
+    assert judged["first pack 4x / (tar cf + sha256sum 4x)"] == (0.3, True)
+    assert judged[f"peak RSS of {pack} 1x (MiB)"] == (80.0, True)
+    assert judged[f"peak RSS of {pack} 4x (MiB)"] == (160.0, False)
+    assert judged["check: 4x / 1x time per byte (info, medians)"] == (1.0, None)
