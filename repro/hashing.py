@@ -261,9 +261,14 @@ class HashPipeline:
         if self._batch_bytes >= BATCH_BYTES or len(self._batch) >= BATCH_FILES:
             self._flush()
 
-    def finish(self, on_progress: ProgressCallback | None = None) -> dict[str, HashResult]:
+    def finish(
+        self,
+        on_progress: ProgressCallback | None = None,
+        on_result: Callable[[HashResult], HashResult] | None = None,
+    ) -> dict[str, HashResult]:
         """Wait for every submitted file; results by the path as submitted. `on_progress`
-        gets each file's byte count, in the calling thread, as tasks complete."""
+        gets each file's byte count, and `on_result` each result (what it returns is kept
+        instead), in the calling thread, as tasks complete."""
         self._flush()
         results: dict[str, HashResult] = {}
         try:
@@ -272,6 +277,8 @@ class HashPipeline:
                 if isinstance(done, BaseException):
                     raise done
                 for result in done:
+                    if on_result is not None:
+                        result = on_result(result)
                     results[result.path] = result
                     if on_progress is not None:
                         on_progress(result.size)

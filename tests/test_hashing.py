@@ -186,3 +186,30 @@ def test_the_jobs_help_names_the_default_cap() -> None:
     from repro.cli._common import JOBS_DEFAULT
 
     assert f"the cores, at most {hashing.MAX_DEFAULT_JOBS}" == JOBS_DEFAULT
+
+
+def test_finish_hands_each_result_to_on_result_and_keeps_what_it_returns(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    paths = []
+    for index in range(300):  # more than a batch: results come back in several tasks
+        path = tmp_path / f"f{index}"
+        path.write_bytes(b"x" * index)
+        paths.append(str(path))
+    seen: list[str] = []
+
+    def judge(result: hashing.HashResult) -> hashing.HashResult:
+        seen.append(result.path)
+        return replace(result, error="judged") if result.size % 2 else result
+
+    with hashing.HashPipeline(jobs=2) as pipeline:
+        for name in paths:
+            pipeline.submit(name, os.path.getsize(name))
+        results = pipeline.finish(on_result=judge)
+    assert sorted(seen) == sorted(paths)
+    assert {p for p, r in results.items() if r.error == "judged"} == {
+        p for p in paths if os.path.getsize(p) % 2
+    }
+    assert results[paths[2]].digest == hashlib.sha256(b"xx").hexdigest()

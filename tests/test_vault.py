@@ -519,3 +519,25 @@ def test_vcs_install_takes_the_original_wheel_from_pips_cache(tmp_path: Path) ->
         [dist], mode="auto", out_dir=tmp_path / "rebuilt", pip_cache=tmp_path / "none"
     )
     assert rebuilt.wheels[0].source == "rebuilt"
+
+
+@pytest.mark.slow
+def test_planning_can_take_the_scans_results_it_replaces(source_env: SourceEnv) -> None:
+    """With `consume`, the plan removes from the scan's table each file it planned a member
+    from (pack then holds a file once); the plan itself is the same as without."""
+    from repro.snapshot.environment import probe_environment
+    from repro.snapshot.scan import scan_environment
+    from repro.snapshot.wheelbuild import plan_wheel
+
+    scan = scan_environment(probe_environment(source_env.python), crc_for=["six", "idna"])
+    table = dict(scan.digests)
+    six = source_env.dists["six"]
+    kept = plan_wheel(six, scheme=source_env.scheme, digests=table)
+    assert table == scan.digests
+    taken = plan_wheel(six, scheme=source_env.scheme, digests=table, consume=True)
+    assert taken == kept
+    sources = {m.source for m in taken.zip.members if m.source is not None}
+    assert sources and not sources & set(table)  # six's files: taken
+    assert set(scan.digests) - set(table) == sources
+    idna_core = str(source_env.scheme.purelib / "idna" / "core.py")
+    assert idna_core in table  # another distribution's: kept

@@ -171,7 +171,13 @@ def _check_deferred_not_written(
         for member in entry.plan.zip.members
         if member.sha256_pending and member.source is not None
     }
-    rest = sorted(path for path in scan.deferred if os.path.normpath(path) not in written)
+    # a result the planning took is a member that verifies the file: written from it and
+    # checked in that read, or a script read whole and checked when it was planned
+    rest = sorted(
+        path
+        for path in scan.deferred
+        if path in scan.digests and os.path.normpath(path) not in written
+    )
     for path, result in zip(rest, hash_files([Path(p) for p in rest], jobs=jobs), strict=True):
         if result.digest != scan.digests[path].digest:
             raise not_as_recorded(path)
@@ -538,6 +544,11 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         warnings += patch_warnings
         carriers = _vault_pristine(scan, found_pristine)
 
+        # What this scan read is staged for the cache now (put in place once the bundle is
+        # written and the deferred digests checked), so the planning below can take each
+        # file's result as it plans the member that replaces it: a file is held once.
+        known.stage(scan.digests.values())
+
         say(f"planning the wheel vault (--wheels {options.wheels})")
         scheme = scheme_job.result() if scheme_job is not None else None
         vault_plan = plan_vault(
@@ -549,6 +560,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             pristine=carriers,
             jobs=options.jobs,
             digests=scan.digests,
+            consume=True,
         )
         _check_deferred_not_written(scan, vault_plan.entries, jobs=options.jobs)
         # Written to a file, the wheels' sha256 are taken on their way into the tar and
@@ -671,10 +683,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             _pack_report(scan, sorted(set(warnings))),
         )
 
-        # The scan's result per installed file is not needed past this point: staged for
-        # the cache (put in place once the bundle is written and the deferred digests
-        # checked), then let go before the writing, the pack's peak of memory.
-        known.stage(scan.digests.values())
+        # The scan's results left (files no rebuilt wheel holds) go before the writing.
         scan = replace(scan, digests={})
 
         say(f"writing {output or 'stdout'}")

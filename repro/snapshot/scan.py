@@ -173,58 +173,13 @@ def scan_environment(
         candidates, ambiguous = _find_added(top_dirs, listed, direct_owners, selected_names, ignore)
         for path in candidates:
             pipeline.submit(path, 0)
-        hashed = pipeline.finish(on_progress)
-
-    missing = os.strerror(errno.ENOENT)
-    patched: list[PatchedFile] = []
-    unreadable: list[UnreadableFile] = []
-    checked_files = 0
-    checked_bytes = 0
-    scripts_dir = os.path.normpath(facts.python.scripts)
-    deferred: set[str] = set()
-    for path in sorted(owned):
-        item = owned[path]
-        result = hashed[path]
-        if result.sha_deferred and result.error is None:
-            if result.size == item.entry.size:
-                result = replace(result, digest=item.entry.sha256)
-                deferred.add(path)
-            else:  # changed: hashed here, so it is reported with its digest
-                result = file_digest(Path(path))
-            hashed[path] = result
-        if result.digest is None and result.error == missing:
-            patched.append(
-                PatchedFile(
-                    item.dist.name,
-                    item.dist.version,
-                    item.entry.path,
-                    "deleted",
-                    item.entry.sha256,
-                    None,
-                    item.entry.size or 0,
-                )
-            )
-            continue
-        checked_files += 1
-        if result.digest is None:
-            unreadable.append(UnreadableFile(item.dist.name, item.entry.path, result.error or ""))
-            continue
-        checked_bytes += result.size
-        if result.digest == item.entry.sha256:
-            continue
-        if os.path.dirname(path) == scripts_dir and _only_shebang_differs(Path(path), item, facts):
-            continue
-        patched.append(
-            PatchedFile(
-                item.dist.name,
-                item.dist.version,
-                item.entry.path,
-                "modified",
-                item.entry.sha256,
-                result.digest,
-                result.size,
-            )
-        )
+        # Each result is checked against its RECORD row as it comes back and the row let
+        # go: at the scan's end (its peak of memory) a file is held once, as its result,
+        # not also as the row and the ownership record (~0.4 KB a file).
+        check = _Checker(owned, facts)
+        hashed = pipeline.finish(on_progress, check)
+    patched, unreadable, deferred = check.patched, check.unreadable(), check.deferred
+    checked_files, checked_bytes = check.files, check.bytes
     added = [
         PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
         for path, (dist, relative) in candidates.items()
@@ -244,6 +199,75 @@ def scan_environment(
         digests=_readable(hashed),
         deferred=frozenset(deferred),
     )
+
+
+class _Checker:
+    """Judges each result against the RECORD row of its file, as results come back."""
+
+    def __init__(self, owned: dict[str, _Owned], facts: EnvironmentFacts) -> None:
+        self._owned = owned
+        self._facts = facts
+        self._scripts_dir = os.path.normpath(facts.python.scripts)
+        self._missing = os.strerror(errno.ENOENT)
+        self._unreadable: list[tuple[str, UnreadableFile]] = []
+        self.patched: list[PatchedFile] = []
+        self.deferred: set[str] = set()
+        self.files = 0
+        self.bytes = 0
+
+    def unreadable(self) -> list[UnreadableFile]:
+        return [item for _, item in sorted(self._unreadable, key=lambda pair: pair[0])]
+
+    def __call__(self, result: HashResult) -> HashResult:
+        path = result.path
+        item = self._owned.pop(path, None)
+        if item is None:  # a file no RECORD lists: judged once every result is in
+            return result
+        entry = item.entry
+        if result.sha_deferred and result.error is None:
+            if result.size == entry.size:
+                result = replace(result, digest=entry.sha256)
+                self.deferred.add(path)
+            else:  # changed: hashed here, so it is reported with its digest
+                result = file_digest(Path(path))
+        if result.digest is None and result.error == self._missing:
+            self.patched.append(
+                PatchedFile(
+                    item.dist.name,
+                    item.dist.version,
+                    entry.path,
+                    "deleted",
+                    entry.sha256,
+                    None,
+                    entry.size or 0,
+                )
+            )
+            return result
+        self.files += 1
+        if result.digest is None:
+            self._unreadable.append(
+                (path, UnreadableFile(item.dist.name, entry.path, result.error or ""))
+            )
+            return result
+        self.bytes += result.size
+        if result.digest == entry.sha256:
+            return result
+        if os.path.dirname(path) == self._scripts_dir and _only_shebang_differs(
+            Path(path), item, self._facts
+        ):
+            return result
+        self.patched.append(
+            PatchedFile(
+                item.dist.name,
+                item.dist.version,
+                entry.path,
+                "modified",
+                entry.sha256,
+                result.digest,
+                result.size,
+            )
+        )
+        return result
 
 
 def _readable(hashed: dict[str, HashResult]) -> dict[str, HashResult]:

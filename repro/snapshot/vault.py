@@ -408,8 +408,10 @@ def plan_vault(
     source_date_epoch: int | None = None,
     jobs: int | None = None,
     digests: DigestTable | None = None,
+    consume: bool = False,
 ) -> VaultPlan:
-    """Plan every rebuilt wheel (from the scan's `digests` where it has them) and build
+    """Plan every rebuilt wheel (from the scan's `digests` where it has them; with
+    `consume` each entry a wheel's member was planned from is removed) and build
     the editable ones from source into `work_dir`. Nothing is written for a rebuilt wheel:
     its plan is written, or streamed into the bundle, later."""
     warnings = list(selection.warnings)
@@ -429,6 +431,7 @@ def plan_vault(
                 fallback_tags=list(tags or ()),
                 source_date_epoch=source_date_epoch,
                 digests=digests,
+                consume=consume,
             )
         except VaultError as exc:
             return exc

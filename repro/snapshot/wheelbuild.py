@@ -33,10 +33,11 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import cast
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
@@ -328,6 +329,9 @@ class WheelPlan:
 
 
 DigestTable = Mapping[str, HashResult]
+# A table the planning takes entries from: a planned member holds what it needs of the
+# scan's result (path, size, CRC-32, sha256), the rest is let go
+ConsumedDigests = MutableMapping[str, HashResult]
 """Digests a scan already took, by normalised absolute path (with CRC-32 where taken)."""
 
 
@@ -369,6 +373,7 @@ def plan_wheel(
     fallback_tags: Sequence[Tag] = (),
     source_date_epoch: int | None = None,
     digests: DigestTable | None = None,
+    consume: bool = False,
 ) -> WheelPlan:
     """Plan `dist`'s wheel from its installed files, each checked against RECORD.
 
@@ -376,7 +381,8 @@ def plan_wheel(
     POSIX venv layout around `dist.site_packages`). `fallback_tags` are used when the
     installed distribution has no WHEEL file (a pure distribution gets `py3-none-any`).
     `digests` are the scan's digests of the installed files: a file found there with its
-    CRC-32 is not read again until the wheel is written. Raises PatchedFilesError naming
+    CRC-32 is not read again until the wheel is written; with `consume` (a mutable table)
+    the entry of each member planned is removed. Raises PatchedFilesError naming
     every file that does not match RECORD and for which `pristine` has no verifying content.
     """
     scheme = scheme or SchemePaths.for_venv_site_packages(dist.site_packages)
@@ -433,6 +439,10 @@ def plan_wheel(
             if found is None:
                 bad.append(member)
                 continue
+            if consume:
+                # a file is one scan result or one planned member, not both: the pack's
+                # peak of memory grows with the files (bench/README.md)
+                cast(ConsumedDigests, digests).pop(member.key, None)
             item = found
         planned.append(item)
     overrides = _resolve_bad(bad, pristine, name, dist.dist_info)
