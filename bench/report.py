@@ -84,14 +84,7 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
 
     def add(what: str, value: float | None, goal: str, met: bool | None) -> None:
-        found.append(
-            {
-                "what": what,
-                "value": None if value is None else round(value, 3),
-                "goal": goal,
-                "met": met,
-            }
-        )
+        found.append(_goal(what, value, goal, met))
 
     if "check" in groups:
         r = _ratio(groups["check"], "repro check", "sha256sum -c")
@@ -153,16 +146,20 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         ("check", "repro check"),
         ("unpack", "repro unpack --offline"),
     ):
-        item = _series(groups.get(group_name, {}), contender)
-        if item is not None:
-            rss = float(item["peak_rss_mib"])
-            add(
-                f"peak RSS of {contender} (MiB)",
-                rss,
-                f"<= {RSS_GOAL_MIB:.0f}",
-                _at_most(rss, RSS_GOAL_MIB),
-            )
+        found += _rss_goal(groups.get(group_name, {}), contender)
     return found
+
+
+def _rss_goal(group: dict[str, Any], contender: str) -> list[dict[str, Any]]:
+    """The goal on `contender`'s peak RSS, if the group ran it."""
+    item = _series(group, contender)
+    if item is None:
+        return []
+    rss = float(item["peak_rss_mib"])
+    return [
+        _goal(f"peak RSS of {contender} (MiB)", rss, f"<= {RSS_GOAL_MIB:.0f}",
+              _at_most(rss, RSS_GOAL_MIB))
+    ]  # fmt: skip
 
 
 def _goal(what: str, value: float | None, goal: str, met: bool | None) -> dict[str, Any]:
@@ -196,13 +193,7 @@ def _scaling_goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         r = _ratio(group, f"{PACK_REHASH} {big}", f"{PACK_REHASH} {big} --jobs 1")
         found.append(_goal(f"first pack {big}: all cores / --jobs 1 (info)", r, "-", None))
         for name in (f"{PACK_REHASH} 1x", f"{PACK_REHASH} {big}"):
-            item = _series(group, name)
-            if item is not None:
-                rss = float(item["peak_rss_mib"])
-                goal = f"<= {RSS_GOAL_MIB:.0f}"
-                found.append(
-                    _goal(f"peak RSS of {name} (MiB)", rss, goal, _at_most(rss, RSS_GOAL_MIB))
-                )
+            found += _rss_goal(group, name)
     group = groups.get("scaling")
     one = _series(groups.get("check", {}), "repro check")
     if group and one and "payload" in group:

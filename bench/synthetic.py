@@ -13,7 +13,6 @@ files outside site-packages (scripts in bin/) are left out of the copies.
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from bench.envs import Workspace, site_packages
 from repro.errors import ReproError
+from repro.snapshot.wheelbuild import record_hash
 
 FORMAT = 2  # bump when a copy is laid out differently (cached workspaces are rebuilt)
 
@@ -32,11 +32,6 @@ def _renamed_top(top: str, k: int) -> str:
     `_C_copy1.cpython-311-...so`: the first dot-separated part gets the suffix."""
     head, dot, rest = top.partition(".")
     return f"{head}_copy{k}{dot}{rest}"
-
-
-def _record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"sha256={digest}"
 
 
 def copy_distribution(site: Path, dist_info: Path, k: int) -> int:
@@ -77,7 +72,9 @@ def copy_distribution(site: Path, dist_info: Path, k: int) -> int:
         if item.name == "METADATA":
             data = _renamed_metadata(data, k, dist_info)
         (info_target / item.name).write_bytes(data)
-        rows.append([f"{new_info}/{item.name}", _record_hash(data), str(len(data))])
+        rows.append(
+            [f"{new_info}/{item.name}", record_hash(hashlib.sha256(data).digest()), str(len(data))]
+        )
     rows.append([f"{new_info}/RECORD", "", ""])
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)

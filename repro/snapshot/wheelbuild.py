@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import cast
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
@@ -329,9 +328,6 @@ class WheelPlan:
 
 
 DigestTable = Mapping[str, HashResult]
-# A table the planning takes entries from: a planned member holds what it needs of the
-# scan's result (path, size, CRC-32, sha256), the rest is let go
-ConsumedDigests = MutableMapping[str, HashResult]
 """Digests a scan already took, by normalised absolute path (with CRC-32 where taken)."""
 
 
@@ -386,6 +382,10 @@ def plan_wheel(
     every file that does not match RECORD and for which `pristine` has no verifying content.
     """
     scheme = scheme or SchemePaths.for_venv_site_packages(dist.site_packages)
+    # a planned member holds what it needs of the scan's result (path, size, CRC-32,
+    # sha256): with `consume` the rest is let go, so a file is one result or one member,
+    # not both (the pack's peak of memory grows with the files, bench/README.md)
+    consumed = digests if consume and isinstance(digests, MutableMapping) else None
     entries = read_record(dist.dist_info)
     wheel_info = _read_wheel_file(dist)
     if wheel_info is not None:
@@ -439,10 +439,8 @@ def plan_wheel(
             if found is None:
                 bad.append(member)
                 continue
-            if consume:
-                # a file is one scan result or one planned member, not both: the pack's
-                # peak of memory grows with the files (bench/README.md)
-                cast(ConsumedDigests, digests).pop(member.key, None)
+            if consumed is not None:
+                consumed.pop(member.key, None)
             item = found
         planned.append(item)
     overrides = _resolve_bad(bad, pristine, name, dist.dist_info)
