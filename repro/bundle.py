@@ -17,7 +17,9 @@ import tomli_w
 from repro import _toml
 from repro.errors import BundleFormatError
 
-FORMAT_VERSION = 1
+# 2: [workspace] (where the venv goes under the target), models' large_files.
+# Format 1 bundles still load: their venv is the target itself.
+FORMAT_VERSION = 2
 
 Engine = Literal["sglang", "vllm", "openai"]
 Role = Literal["drafter", "target"]
@@ -90,6 +92,22 @@ class ModelRef:
     revision: str | None = None
     local_path: str | None = None
     small_files: Mapping[str, str] = field(default_factory=dict)  # path -> sha256
+    large_files: Mapping[str, int] = field(default_factory=dict)  # path -> size (weights)
+
+    @property
+    def in_workspace(self) -> bool:
+        """The model lies inside the packed workspace: local_path is relative to it."""
+        return self.local_path is not None and not self.local_path.startswith("/")
+
+
+@dataclass(frozen=True)
+class WorkspaceInfo:
+    """How the packed workspace is laid out again under the target.
+
+    `venv` is the venv's path relative to the workspace ("venv", ".venv", ...); "."
+    means the target is the venv itself (every format 1 bundle)."""
+
+    venv: str = "."
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,7 @@ class BundleInfo:
     launch: LaunchInfo = LaunchInfo()
     ladder: LadderInfo = LadderInfo()
     models: tuple[ModelRef, ...] = ()
+    workspace: WorkspaceInfo = WorkspaceInfo()
     format_version: int = FORMAT_VERSION
 
     @property
@@ -191,6 +210,15 @@ class _Table:
             key,
             lambda v: isinstance(v, dict) and all(isinstance(i, str) for i in v.values()),
             "a table of strings",
+            False,
+        )
+        return {} if value is _MISSING else dict(value)
+
+    def sizes(self, key: str) -> dict[str, int]:
+        value = self._get(
+            key,
+            lambda v: isinstance(v, dict) and all(_is_int(i) and i >= 0 for i in v.values()),
+            "a table of sizes (non-negative integers)",
             False,
         )
         return {} if value is _MISSING else dict(value)
@@ -293,9 +321,27 @@ def _load_model(table: _Table) -> ModelRef:
         revision=table.opt_string("revision"),
         local_path=table.opt_string("local_path"),
         small_files=dict(sorted(small_files.items())),
+        large_files=dict(sorted(table.sizes("large_files").items())),
     )
+    if model.local_path is not None and model.in_workspace:
+        _check_relative(table, "local_path", model.local_path)
     table.finish()
     return model
+
+
+def _check_relative(table: _Table, key: str, path: str) -> None:
+    parts = path.split("/")
+    if path != "." and (not path or ".." in parts or "" in parts or "\\" in path):
+        table.problem(key, f"must be a relative path inside the workspace, not {path!r}")
+
+
+def _load_workspace(table: _Table | None) -> WorkspaceInfo:
+    if table is None:
+        return WorkspaceInfo()
+    venv = table.string("venv", ".")
+    _check_relative(table, "venv", venv)
+    table.finish()
+    return WorkspaceInfo(venv=venv)
 
 
 def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
@@ -351,6 +397,9 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
             ladder_table.problem("timeout_s", "must be positive")
         ladder_table.finish()
     models = tuple(_load_model(t) for t in top.tables("models"))
+    workspace = _load_workspace(top.table("workspace", required=False))
+    if version >= 2 and "workspace" not in document:
+        top.problem("workspace", "is required from format 2 on")
     tool_version = top.string("tool_version")
     top.finish()
     if problems:
@@ -366,6 +415,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
         launch=launch,
         ladder=ladder,
         models=models,
+        workspace=workspace,
         format_version=version,
     )
 
@@ -454,11 +504,17 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
                     ("total_bytes", model.total_bytes),
                     ("file_count", model.file_count),
                     ("small_files", dict(sorted(model.small_files.items()))),
+                    (
+                        "large_files",
+                        dict(sorted(model.large_files.items())) if model.large_files else None,
+                    ),
                 ]
             )
             for model in info.models
         ],
     }
+    if info.format_version >= 2:
+        document["workspace"] = {"venv": info.workspace.venv}
     data = tomli_w.dumps(document).encode("utf-8")
     load_bundle_info(data, source=f"bundle.toml of {info.top_dir}")  # never write what won't load
     return data

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from repro.config import CONFIG_NAME
+from repro import _toml
+from repro.config import CONFIG_NAME, Config, load_config, parse_config
 from repro.errors import UsageError
 from repro.snapshot.environment import VENV_DIRS
 
@@ -132,3 +133,14 @@ def write_repro_toml(source: Path, *, force: bool = False) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from exc
     return target
+
+
+def workspace_config(source: Path) -> Config:
+    """SOURCE/repro.toml when there is one; otherwise exactly what `repro init` would
+    write for SOURCE (one rule for both: discovery). `path` is None for the defaults."""
+    config = load_config(source)
+    if config.path is not None:
+        return config
+    text = render_repro_toml(discover_workspace(source))
+    defaults = parse_config(_toml.loads(text), source=source, path=source / CONFIG_NAME)
+    return replace(defaults, path=None)

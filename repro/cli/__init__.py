@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "smoke": "repro.cli.smoke:smoke_command",
     "unpack": "repro.cli.unpack:unpack_command",
     "unpatch": "repro.cli.unpack:unpatch_command",
+    "verify": "repro.cli.verify:verify_command",
 }
 
 

@@ -128,6 +128,8 @@ def _summary(console: Console, result: PackResult) -> None:
     table.add_row("files", str(len(result.files)))
     console.print(table)
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, markup=False)
+    for item in result.left_out:
+        console.print(f"left out: {item}", highlight=False, markup=False)
     if result.path is not None and not sys.stdout.isatty():
         click.echo(str(result.path))

@@ -19,7 +19,7 @@ from typing import Literal
 
 from packaging.utils import canonicalize_name
 
-from repro.errors import InstallError, UsageError
+from repro.errors import InputError, InstallError, UsageError
 
 Installer = Literal["uv", "pip"]
 INSTALL_TIMEOUT = 3600
@@ -191,6 +191,22 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
     argv += [*_source_args(plan), str(plan.lock)]
     env["PIP_CONFIG_FILE"] = os.devnull
     _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT)
+
+
+_SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+def site_packages_of(python: Path) -> Path:
+    result = subprocess.run(
+        [str(python), "-I", "-c", _SITE_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise InputError(f"{python}: cannot ask for its site-packages: {result.stderr.strip()}")
+    return Path(result.stdout.strip())
 
 
 def read_installed(interpreter: Path) -> dict[str, str]:

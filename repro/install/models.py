@@ -43,7 +43,10 @@ def _hf_cache() -> Path:
     return Path(home) / "hub"
 
 
-def candidates(ref: ModelRef, models_dir: Path | None) -> list[Path]:
+def candidates(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> list[Path]:
+    """Where the weights may be: --models, the model's place in the restored workspace
+    (a model packed from inside it) or its absolute path (one from outside), the HF cache.
+    A relative local_path is never looked up against the current directory."""
     out: list[Path] = []
     if models_dir is not None:
         out.append(models_dir / ref.name)
@@ -51,7 +54,10 @@ def candidates(ref: ModelRef, models_dir: Path | None) -> list[Path]:
             out.append(models_dir / Path(ref.local_path).name)
         if ref.repo_id:
             out.append(models_dir / ref.repo_id.split("/")[-1])
-    if ref.local_path:
+    if ref.local_path and ref.in_workspace:
+        if home is not None:
+            out.append(home / ref.local_path)
+    elif ref.local_path:
         out.append(Path(ref.local_path))
     if ref.repo_id:
         snapshots = _hf_cache() / f"models--{ref.repo_id.replace('/', '--')}" / "snapshots"
@@ -62,18 +68,46 @@ def candidates(ref: ModelRef, models_dir: Path | None) -> list[Path]:
     return out
 
 
-def fetch_command(ref: ModelRef, models_dir: Path | None) -> str | None:
+def fetch_command(
+    ref: ModelRef, models_dir: Path | None, *, into: Path | None = None
+) -> str | None:
     if not ref.repo_id:
         return None
-    dest = (models_dir or Path("models")) / ref.name
+    dest = into or (models_dir or Path("models")) / ref.name
     revision = f" --revision {ref.revision}" if ref.revision else ""
     return f"huggingface-cli download {ref.repo_id}{revision} --local-dir {dest}"
 
 
-def check_model(ref: ModelRef, models_dir: Path | None) -> ModelCheck:
+def _missing_weights(ref: ModelRef, candidate: Path) -> list[str]:
+    out = []
+    for rel, size in sorted(ref.large_files.items()):
+        path = candidate / rel
+        try:
+            if path.stat().st_size != size:
+                out.append(f"{rel} (size differs)")
+        except OSError:
+            out.append(rel)
+    return out
+
+
+def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
     fetch = fetch_command(ref, models_dir)
-    for candidate in candidates(ref, models_dir):
+    partial: ModelCheck | None = None
+    for candidate in candidates(ref, models_dir, home):
         if not candidate.is_dir():
+            continue
+        weights = _missing_weights(ref, candidate)
+        if weights:
+            size = sum(ref.large_files.values())
+            partial = partial or ModelCheck(
+                ref.name,
+                "missing",
+                str(candidate),
+                f"{candidate} holds the model's small files but not its weights: "
+                f"{len(weights)} of {len(ref.large_files)} weight file(s) missing "
+                f"({size / 2**30:.2f} GiB in all): " + ", ".join(weights[:5]),
+                fetch_command(ref, models_dir, into=candidate),
+            )
             continue
         different = []
         for rel, digest in sorted(ref.small_files.items()):
@@ -96,6 +130,8 @@ def check_model(ref: ModelRef, models_dir: Path | None) -> ModelCheck:
             f"{len(ref.small_files)} small file(s) match",
             None,
         )
+    if partial is not None:
+        return partial
     return ModelCheck(
         ref.name,
         "missing",
@@ -106,5 +142,7 @@ def check_model(ref: ModelRef, models_dir: Path | None) -> ModelCheck:
     )
 
 
-def check_models(refs: Sequence[ModelRef], models_dir: Path | None) -> list[ModelCheck]:
-    return [check_model(ref, models_dir) for ref in refs]
+def check_models(
+    refs: Sequence[ModelRef], models_dir: Path | None, *, home: Path | None = None
+) -> list[ModelCheck]:
+    return [check_model(ref, models_dir, home) for ref in refs]

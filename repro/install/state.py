@@ -19,7 +19,17 @@ from repro.install.atomic import atomic_write
 
 STATE_DIR = ".repro"
 STATE_FILE = "state.toml"
-STEPS = ("verify", "preflight", "venv", "install", "patch", "services", "models", "smoke")
+STEPS = (
+    "verify",
+    "preflight",
+    "venv",
+    "install",
+    "patch",
+    "workspace",
+    "services",
+    "models",
+    "smoke",
+)
 
 
 @dataclass(frozen=True)

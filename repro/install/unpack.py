@@ -15,7 +15,6 @@ import os
 import secrets
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,19 +34,27 @@ from repro.errors import (
 )
 from repro.hashing import sha256_file
 from repro.install.atomic import atomic_write, exclusive_lock
+from repro.install.drift import Drift, target_drift, target_info
 from repro.install.fetch import ResumableHTTPStream
 from repro.install.installer import (
     InstallPlan,
     choose_installer,
     create_venv,
     install_lock,
+    site_packages_of,
     verify_installed,
 )
 from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.services import SYSTEMD_DIR, check_units, install_units, render_units
-from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, load_state, open_state
+from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
+from repro.install.workspace import (
+    models_dir,
+    plan_restore,
+    restore_workspace,
+    venv_dir,
+)
 from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
 from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
@@ -59,8 +66,6 @@ BUNDLE_DIR = "bundle"
 REPORT = "unpack-report.json"
 LOCK = "unpack.lock"
 STAGING_PREFIX = ".repro-unpack-"
-
-_SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,8 @@ class UnpackReport:
     smoke: dict[str, Any] | None = None
     changed: bool = False
     plan: str | None = None  # --dry-run: what a real run would do
+    venv: str = ""
+    drift: list[Drift] = field(default_factory=list)  # a rerun: what changed since
     would_run: list[str] = field(default_factory=list)  # --no-exec: what was not run
 
     def to_json(self) -> dict[str, Any]:
@@ -110,7 +117,9 @@ class UnpackReport:
             "name": self.name,
             "version": self.version,
             "target": self.target,
+            "venv": self.venv,
             "changed": self.changed,
+            "drift": [d.to_json() for d in self.drift],
             "plan": self.plan,
             "steps": [
                 {"name": s.name, "status": s.status, "detail": s.detail, "facts": s.facts}
@@ -290,19 +299,6 @@ def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
     )
 
 
-def site_packages_of(python: Path) -> Path:
-    result = subprocess.run(
-        [str(python), "-I", "-c", _SITE_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise InputError(f"{python}: cannot ask for its site-packages: {result.stderr.strip()}")
-    return Path(result.stdout.strip())
-
-
 class _Run:
     """One unpack run: the state, the report, and how steps are recorded."""
 
@@ -409,7 +405,7 @@ def _unpack_verified(
         python = preflight.python
         if options.dry_run:
             report.steps.append(StepReport("preflight", "done", "dry run: stopping here"))
-            report.plan = _plan(bundle_dir, target, options)
+            report.plan = _plan(bundle_dir, venv_dir(target, info), options)
             report.steps.append(StepReport("plan", "done", report.plan))
             return report
     else:
@@ -459,13 +455,15 @@ def _install_steps(
     if not state.is_done("preflight"):
         assert python is not None
         run.done("preflight", "every check passed", python=str(python))
+    venv = venv_dir(target, info)
+    report.venv = str(venv)
     try:
         installer = choose_installer(options.installer)
-        interpreter = target / "bin" / "python"
+        interpreter = venv / "bin" / "python"
         if not run.skip_if_done("venv"):
             assert python is not None
-            create_venv(python, target, installer)
-            run.done("venv", f"fresh venv at {target} ({installer})", installer=installer)
+            create_venv(python, venv, installer)
+            run.done("venv", f"fresh venv at {venv} ({installer})", installer=installer)
         if not run.skip_if_done("install"):
             lock = read_requirements_lock(kept / "env" / "requirements.lock")
             plan = InstallPlan(
@@ -501,8 +499,23 @@ def _install_steps(
                 f"{len(result.written)} written, {len(result.deleted)} deleted, "
                 f"{len(result.skipped)} already applied, {len(result.via_diff)} through diffs",
             )
+        if not run.skip_if_done("workspace"):
+            planned = plan_restore(kept, info)
+            written, present = restore_workspace(kept, target, planned, force=options.force)
+            run.done(
+                "workspace",
+                f"{len(written)} workspace file(s) restored under {target}"
+                + (f", {len(present)} already there" if present else ""),
+                files={item.rel: item.sha256 for item in planned},
+            )
         if not run.skip_if_done("services"):
-            units = render_units(kept, target, venv=target, home=target, models=options.models)
+            units = render_units(
+                kept,
+                target,
+                venv=venv,
+                home=target,
+                models=models_dir(target, options.models),
+            )
             detail = f"{len(units)} unit(s) rendered into {target / 'services'}"
             if (options.install_units or options.no_exec) and units:
                 label = "would run" if options.no_exec else "will run"
@@ -519,9 +532,16 @@ def _install_steps(
                 elif options.install_units:
                     installed = install_units(units)
                     detail += f"; installed {', '.join(str(p) for p in installed)}"
-            run.done("services", detail, units=[u.name for u in units])
+            run.done(
+                "services",
+                detail,
+                units=[u.name for u in units],
+                rendered={
+                    u.path.relative_to(target).as_posix(): sha256_file(u.path) for u in units
+                },
+            )
         if not run.skip_if_done("models"):
-            checks = check_models(info.models, options.models)
+            checks = check_models(info.models, options.models, home=target)
             report.models = checks
             summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
             run.done("models", summary)
@@ -543,12 +563,31 @@ def _install_steps(
                         f"the smoke ladder failed in {target}: {report.smoke.get('summary', '')}",
                         hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
                     )
+        _check_drift(run, target)
     except ReproError as exc:
         run.failed(exc)
         run.save()
         raise
     run.save()
     return report
+
+
+def _check_drift(run: _Run, target: Path) -> None:
+    """A rerun (some step already done): what those steps made is checked again, so a
+    local edit since is reported instead of "nothing to do"."""
+    if not any(step.status == "already done" for step in run.report.steps):
+        return
+    drift = target_drift(target)
+    run.report.drift = drift
+    if drift:
+        raise VerificationError(
+            f"{target} has drifted from {run.report.name} {run.report.version} since it was "
+            f"unpacked ({len(drift)} difference(s)):\n"
+            + "\n".join(f"  - {d.describe()}" for d in drift[:50]),
+            hint="`repro verify TARGET` lists them again; `repro unpatch` and unpack restore "
+            "the patched files, --replace rebuilds the target",
+        )
+    run.events("verify target", "done", "the target still matches the bundle")
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -597,8 +636,8 @@ def unpatch_target(target: Path, *, force: bool = False) -> list[str]:
     next `repro unpack` of the same bundle applies the patches again: to pristine
     files in full, to files edited since then through their diffs.
     """
-    state = load_state(target)
-    restored = unpatch(target / STATE_DIR, site_packages_of(target / "bin" / "python"), force=force)
-    if state is not None:
-        state.forget("patch")
+    state, info = target_info(target)
+    interpreter = venv_dir(target, info) / "bin" / "python"
+    restored = unpatch(target / STATE_DIR, site_packages_of(interpreter), force=force)
+    state.forget("patch")
     return restored

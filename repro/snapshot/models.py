@@ -42,6 +42,7 @@ class ModelReference:
     file_count: int
     small_files: tuple[tuple[str, str], ...]
     copied: tuple[tuple[str, Path], ...]
+    large_files: tuple[tuple[str, int], ...] = ()
 
     def to_toml(self) -> dict[str, object]:
         table: dict[str, object] = {
@@ -52,6 +53,8 @@ class ModelReference:
             "file_count": self.file_count,
             "small_files": dict(self.small_files),
         }
+        if self.large_files:
+            table["large_files"] = dict(self.large_files)
         if self.repo_id:
             table["repo_id"] = self.repo_id
         if self.revision:
@@ -78,12 +81,28 @@ def _hf_identity(model_dir: Path) -> tuple[str | None, str | None]:
     return None, None
 
 
-def describe_model(model_dir: Path, *, name: str, role: str) -> ModelReference:
+def recorded_path(model_dir: Path, workspace: Path | None) -> str:
+    """How a model's place is recorded: relative to the workspace when inside it (the
+    target lays the workspace out again), absolute otherwise. Never relative to the
+    directory pack was started from."""
+    absolute = Path(os.path.abspath(model_dir))
+    if workspace is not None:
+        home = Path(os.path.abspath(workspace))
+        for inner, outer in ((absolute, home), (absolute.resolve(), home.resolve())):
+            if inner.is_relative_to(outer):
+                return inner.relative_to(outer).as_posix() or "."
+    return absolute.as_posix()
+
+
+def describe_model(
+    model_dir: Path, *, name: str, role: str, workspace: Path | None = None
+) -> ModelReference:
     if not model_dir.is_dir():
         raise InputError(f"model {name!r}: {model_dir} is not a directory")
     total = 0
     count = 0
     small: list[tuple[str, str]] = []
+    large: list[tuple[str, int]] = []
     for dirpath, dirnames, filenames in os.walk(model_dir, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for filename in sorted(filenames):
@@ -98,6 +117,8 @@ def describe_model(model_dir: Path, *, name: str, role: str) -> ModelReference:
             count += 1
             if size <= SMALL_FILE_LIMIT:
                 small.append((rel, sha256_file(path)))
+            else:
+                large.append((rel, size))
     copied = tuple(
         (filename, model_dir / filename)
         for filename in COPIED_FILES
@@ -107,11 +128,12 @@ def describe_model(model_dir: Path, *, name: str, role: str) -> ModelReference:
     return ModelReference(
         name=name,
         role=role,
-        local_path=str(model_dir),
+        local_path=recorded_path(model_dir, workspace),
         repo_id=repo_id,
         revision=revision,
         total_bytes=total,
         file_count=count,
         small_files=tuple(small),
         copied=copied,
+        large_files=tuple(large),
     )

@@ -36,9 +36,10 @@ from repro.bundle import (
     LaunchInfo,
     ModelRef,
     SourceInfo,
+    WorkspaceInfo,
     dump_bundle_info,
 )
-from repro.config import Config, load_config
+from repro.config import Config
 from repro.diffapply import count_diff_lines
 from repro.errors import NotAsRecorded, UsageError
 from repro.hashing import hash_files
@@ -59,6 +60,7 @@ from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import list_installed, scheme_paths
+from repro.snapshot.leftout import LeftOut, split_by_size, uncovered_entries, weights_left_out
 from repro.snapshot.lock import (
     Pin,
     WheelRef,
@@ -84,6 +86,7 @@ from repro.snapshot.scancache import ScanCache
 from repro.snapshot.vault import VaultEntry, VaultReport, hash_vault, plan_vault, select_vault
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
+from repro.workspace import workspace_config
 
 if TYPE_CHECKING:
     from repro.snapshot.toolwheels import ToolWheelInputs
@@ -134,6 +137,7 @@ class PackResult:
     members: int
     bundle_bytes: int
     warnings: tuple[str, ...]
+    left_out: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +153,7 @@ class PackResult:
             "members": self.members,
             "bundle_bytes": self.bundle_bytes,
             "warnings": list(self.warnings),
+            "left_out": list(self.left_out),
         }
 
 
@@ -311,9 +316,11 @@ def _models(options: PackOptions, config: Config) -> list[ModelReference]:
     if drafter is None and (options.source / "drafter").is_dir():
         drafter = options.source / "drafter"
     if drafter is not None:
-        refs.append(describe_model(drafter, name="drafter", role="drafter"))
+        refs.append(
+            describe_model(drafter, name="drafter", role="drafter", workspace=options.source)
+        )
     for name, path in sorted(config.models.others.items()):
-        refs.append(describe_model(path, name=name, role="target"))
+        refs.append(describe_model(path, name=name, role="target", workspace=options.source))
     return refs
 
 
@@ -368,6 +375,7 @@ def _model_ref(ref: ModelReference) -> ModelRef:
         revision=ref.revision,
         local_path=ref.local_path,
         small_files=dict(ref.small_files),
+        large_files=dict(ref.large_files),
     )
 
 
@@ -435,6 +443,8 @@ def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResul
 
 def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> PackResult:
     say = progress or (lambda message: None)
+    # Every recorded path is taken against the workspace, never the current directory.
+    options = replace(options, source=Path(os.path.abspath(options.source)))
     source = options.source
     if not source.exists():
         raise UsageError(f"{source}: no such directory")
@@ -444,7 +454,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         if not options.sign.is_file():
             raise UsageError(f"{options.sign}: no such private key file (--sign)")
         find_ssh_keygen()  # refuse before the long part, not after it
-    config = load_config(source)
+    config = workspace_config(source)
     python = find_interpreter(source, options.python or config.env.python or _venv_python(config))
     import_modules = (
         config.env.import_modules if options.import_modules is None else options.import_modules
@@ -590,12 +600,20 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         models = _models(options, config)
         carried = []
         secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
-        for path in config.files.matched:
+        sized, left_out = split_by_size(config.files.matched, source)
+        left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
+        for path in sized:
             why = "its name" if looks_secret(path) else secret_in_file(path, secret_values)
             if why is None:
                 carried.append(path)
             else:
                 warnings.append(f"{path}: looks like a credential ({why}); not carried")
+        covered = [Path(facts.python.prefix), *carried, *config.files.matched]
+        covered += [unit.source for unit in units] + [source / "services", source / "patches"]
+        covered += [source / m.local_path for m in models if not m.local_path.startswith("/")]
+        if config.patches.workspace is not None:
+            covered.append(config.patches.workspace.dir)
+        left_out += uncovered_entries(source, covered)
 
         # -- members -------------------------------------------------------------------
         hashes: dict[str, list[str]] = {}
@@ -654,6 +672,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 timeout_s=config.ladder.timeout,
             ),
             models=tuple(_model_ref(ref) for ref in models),
+            workspace=WorkspaceInfo(venv=venv_place(source, Path(facts.python.prefix))),
         )
         members.add("bundle.toml", dump_bundle_info(info))
         top = info.top_dir
@@ -680,7 +699,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
         members.add(
             "env/pack-report.json",
-            _pack_report(scan, sorted(set(warnings))),
+            _pack_report(scan, sorted(set(warnings)), left_out),
         )
 
         # The scan's results left (files no rebuilt wheel holds) go before the writing.
@@ -719,14 +738,28 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         members=len(members.items) + (2 if options.sign else 1),
         bundle_bytes=size,
         warnings=tuple(sorted(set(warnings))),
+        left_out=tuple(item.describe() for item in left_out),
     )
 
 
-def _pack_report(scan: ScanReport, warnings: list[str]) -> bytes:
+def venv_place(source: Path, prefix: Path) -> str:
+    """Where the venv goes under the target: its place in the workspace, or `venv` for
+    a venv that lives elsewhere on the source box."""
+    for inner, outer in (
+        (Path(os.path.abspath(prefix)), source),
+        (prefix.resolve(), source.resolve()),
+    ):
+        if inner.is_relative_to(outer):
+            return inner.relative_to(outer).as_posix() or "."
+    return "venv"
+
+
+def _pack_report(scan: ScanReport, warnings: list[str], left_out: Sequence[LeftOut]) -> bytes:
     document = {
         "installed_bytes": scan.bytes_checked,
         "installed_files": scan.files_checked,
         "warnings": warnings,
+        "left_out": [{"path": item.path, "reason": item.reason} for item in left_out],
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 

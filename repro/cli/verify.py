@@ -1,0 +1,33 @@
+"""`repro verify TARGET`: has an unpacked target drifted from its bundle?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from repro.cli._common import echo_json
+from repro.errors import EXIT_INVALID, EXIT_OK
+from repro.install.drift import target_drift
+
+
+@click.command("verify")
+@click.argument("target", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+def verify_command(target: Path, as_json: bool) -> int:
+    """Check TARGET, written by `repro unpack`, against the bundle it was unpacked from:
+    the installed distributions, the patched files, the restored workspace files and
+    the rendered units. Exit 0 when nothing drifted, 1 when something did."""
+    drift = target_drift(target.resolve())
+    if as_json:
+        echo_json({"target": str(target), "ok": not drift, "drift": [d.to_json() for d in drift]})
+    else:
+        for item in drift:
+            click.echo(item.describe())
+        click.echo(
+            f"{target}: {len(drift)} difference(s) from its bundle"
+            if drift
+            else f"{target}: matches its bundle",
+            err=True,
+        )
+    return EXIT_INVALID if drift else EXIT_OK
