@@ -52,3 +52,13 @@ def sglang_env(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     venv = make_venv(PYTHON_311, tmp_path_factory.mktemp("sglang") / "venv")
     pip(venv, "install", "-q", "--no-deps", "sglang")
     return venv
+
+
+def unpacked_venv(target: Path) -> Path:
+    """The venv `repro unpack` rebuilt in TARGET: at the workspace's venv place, which
+    the kept bundle.toml records ([workspace] venv; the target itself for format 1)."""
+    from repro.bundle import load_bundle_info
+
+    toml = target / ".repro" / "bundle" / "bundle.toml"
+    info = load_bundle_info(toml.read_bytes(), source=str(toml))
+    return target if info.workspace.venv == "." else target / info.workspace.venv

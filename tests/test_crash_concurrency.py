@@ -17,7 +17,7 @@ import pytest
 
 from repro.install.state import STATE_DIR
 from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import REPO_ROOT, run_repro
+from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def end_state(target: Path) -> dict[str, object]:
     """What a finished unpack leaves: the steps done and the distributions installed."""
     state = (target / STATE_DIR / "state.toml").read_text()
     freeze = subprocess.run(
-        [str(target / "bin" / "python"), "-m", "pip", "freeze", "--all"],
+        [str(unpacked_venv(target) / "bin" / "python"), "-m", "pip", "freeze", "--all"],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
     done = [line for line in state.splitlines() if line.startswith("done")]

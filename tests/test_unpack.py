@@ -32,7 +32,7 @@ import tomli_w
 from repro._toml import loads as toml_loads
 from repro.manifest import write_manifest
 from tests._venvs import find_python
-from tests.conftest import REPO_ROOT, run_repro
+from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
 
 pytestmark = pytest.mark.slow
 
@@ -180,7 +180,9 @@ def installed(target: Path) -> dict[str, str]:
         "import json, importlib.metadata as m; "
         "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
     )
-    data: dict[str, str] = json.loads(_run([str(target / "bin" / "python"), "-I", "-c", script]))
+    data: dict[str, str] = json.loads(
+        _run([str(unpacked_venv(target) / "bin" / "python"), "-I", "-c", script])
+    )
     return data
 
 
@@ -214,7 +216,7 @@ def assert_round_trip(target: Path, bundle: Path) -> dict[str, Any]:
     pins = locked_pins(bundle)
     assert set(pins) >= {"six"}
     assert {name: installed(target).get(name) for name in pins} == pins
-    site = site_packages(target)
+    site = site_packages(unpacked_venv(target))
     entries = patch_entries(bundle)
     assert {e["path"] for e in entries} >= {"six.py"}
     for entry in entries:
@@ -267,6 +269,7 @@ def test_online_install_pins_every_dist_and_applies_patches(
         "venv",
         "install",
         "patch",
+        "workspace",
         "services",
         "models",
         "smoke",
@@ -274,8 +277,16 @@ def test_online_install_pins_every_dist_and_applies_patches(
     assert report["steps"][2]["facts"] == {"installer": installer}
     assert sorted(report["patches"]["written"]) == ["idna/repro_added.py", "six.py"]
     # The local wheel came from the vault, console script included.
-    assert _run([str(target / "bin" / LOCAL)]).strip() == "reprolocal ok"
-    assert state(target)["done"] == ["preflight", "venv", "install", "patch", "services", "models"]
+    assert _run([str(unpacked_venv(target) / "bin" / LOCAL)]).strip() == "reprolocal ok"
+    assert state(target)["done"] == [
+        "preflight",
+        "venv",
+        "install",
+        "patch",
+        "workspace",
+        "services",
+        "models",
+    ]
 
 
 @pytest.mark.parametrize("installer", ["uv", "pip"])
@@ -367,7 +378,9 @@ def test_py312_bundle_builds_its_venv_with_python_312(bundle_py312: Path, tmp_pa
     python = find_python("3.12")
     target = tmp_path / "t312"
     ok(unpack(bundle_py312, target, "--cpu", "--no-smoke", "--python", str(python)))
-    version = _run([str(target / "bin" / "python"), "-c", "import sys; print(sys.version)"])
+    version = _run(
+        [str(unpacked_venv(target) / "bin" / "python"), "-c", "import sys; print(sys.version)"]
+    )
     assert version.startswith("3.12.")
     assert installed(target)["six"] == "1.16.0"
     assert_round_trip(target, bundle_py312)
@@ -394,7 +407,7 @@ def test_drifted_target_is_patched_through_its_diff_and_conflicts_touch_nothing(
 ) -> None:
     target = tmp_path / "t"
     shutil.copytree(online["uv"], target, symlinks=True)
-    site = site_packages(target)
+    site = site_packages(unpacked_venv(target))
     entries = {e["path"]: e for e in patch_entries(bundles.default)}
 
     ok(run_repro("unpatch", str(target)))
@@ -535,7 +548,10 @@ def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path:
     before = sorted(tmp_path.rglob("*"))
     result = unpack(bundles.default, target, "--cpu", "--dry-run")
     err = ok(result)
-    assert f"dry run, nothing was created: would create a venv at {target} and install 5" in err
+    assert (
+        f"dry run, nothing was created: would create a venv at {target / '.venv'} and install 5"
+        in err
+    )
     assert "nothing to do" not in err
     assert sorted(tmp_path.rglob("*")) == before
 

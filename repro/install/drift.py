@@ -79,18 +79,26 @@ def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]
     return out
 
 
-def patch_drift(site_packages: Path, bundle: Path) -> list[Drift]:
+def patched_state(site_packages: Path, bundle: Path) -> dict[str, str]:
+    """What each patched file is now (sha256, or "missing"): recorded by the patch step,
+    since a file patched through its diff differs from the bundle's patched bytes."""
+    path = bundle / "patches" / "patches.toml"
+    patchset = load_patchset(path.read_bytes(), source=str(path))
+    return {e.path: _hash_or_missing(site_packages / e.path) for e in patchset.entries}
+
+
+def patch_drift(site_packages: Path, bundle: Path, recorded: dict[str, str]) -> list[Drift]:
     path = bundle / "patches" / "patches.toml"
     patchset = load_patchset(path.read_bytes(), source=str(path))
     out = []
     for entry in patchset.entries:
         found = _hash_or_missing(site_packages / entry.path)
-        rel = f"{entry.dist}: {entry.path}"
-        if entry.kind == "deleted":
-            if found != "missing":
-                out.append(Drift("patched file", rel, "deleted", found))
-        elif found != entry.patched_sha256:
-            out.append(Drift("patched file", rel, str(entry.patched_sha256), found))
+        expected = recorded.get(entry.path)
+        if expected is None:
+            expected = "missing" if entry.kind == "deleted" else str(entry.patched_sha256)
+        if found != expected:
+            shown = "deleted" if expected == "missing" else expected
+            out.append(Drift("patched file", f"{entry.dist}: {entry.path}", shown, found))
     return out
 
 
@@ -117,7 +125,8 @@ def target_drift(target: Path, site_packages: Path | None = None) -> list[Drift]
         if site_packages is None and interpreter.exists():
             site_packages = site_packages_of(interpreter)
         if site_packages is not None:
-            drift += patch_drift(site_packages, bundle)
+            recorded = dict(state.facts.get("patch", {}).get("files", {}))
+            drift += patch_drift(site_packages, bundle, recorded)
     if state.is_done("workspace"):
         files = state.facts.get("workspace", {}).get("files", {})
         drift += recorded_drift(target, "workspace file", dict(files))

@@ -34,7 +34,7 @@ from repro.errors import (
 )
 from repro.hashing import sha256_file
 from repro.install.atomic import atomic_write, exclusive_lock
-from repro.install.drift import Drift, target_drift, target_info
+from repro.install.drift import Drift, patched_state, target_drift, target_info
 from repro.install.fetch import ResumableHTTPStream
 from repro.install.installer import (
     InstallPlan,
@@ -486,18 +486,16 @@ def _install_steps(
             patchset = load_patchset(
                 (kept / "patches" / "patches.toml").read_bytes(), source="patches/patches.toml"
             )
+            site = site_packages_of(interpreter)
             result = apply_patches(
-                patchset,
-                kept / "patches",
-                site_packages_of(interpreter),
-                python=interpreter,
-                state_dir=target / STATE_DIR,
+                patchset, kept / "patches", site, python=interpreter, state_dir=target / STATE_DIR
             )
             report.patches = result
             run.done(
                 "patch",
                 f"{len(result.written)} written, {len(result.deleted)} deleted, "
                 f"{len(result.skipped)} already applied, {len(result.via_diff)} through diffs",
+                files=patched_state(site, kept),
             )
         if not run.skip_if_done("workspace"):
             planned = plan_restore(kept, info)
