@@ -543,6 +543,8 @@ def _install_steps(
             report.models = checks
             summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
             run.done("models", summary)
+        # Before the ladder: a rung would fail on a drifted file with a vaguer message.
+        _check_drift(run, target)
         if not run.skip_if_done("smoke"):
             for line in launch_lines(info):
                 if options.no_exec:
@@ -561,7 +563,6 @@ def _install_steps(
                         f"the smoke ladder failed in {target}: {report.smoke.get('summary', '')}",
                         hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
                     )
-        _check_drift(run, target)
     except ReproError as exc:
         run.failed(exc)
         run.save()
