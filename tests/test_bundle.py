@@ -18,6 +18,7 @@ from repro.bundle import (
     LaunchInfo,
     ModelRef,
     SourceInfo,
+    WorkspaceInfo,
     dump_bundle_info,
     load_bundle_info,
 )
@@ -105,12 +106,13 @@ def test_dump_is_deterministic_and_sorts_small_files() -> None:
     assert dump_bundle_info(swapped) == data
     text = data.decode()
     assert text.index('"config.json"') < text.index('"tokenizer.json"')
-    assert text.startswith("format_version = 1\n")
+    assert text.startswith(f"format_version = {FORMAT_VERSION}\n")
 
 
 def test_minimal_file_loads_with_defaults() -> None:
     info = load_bundle_info(MINIMAL, source="bundle.toml")
-    assert info.format_version == FORMAT_VERSION
+    assert info.format_version == 1  # a format 1 bundle: its venv is the target itself
+    assert info.workspace == WorkspaceInfo(venv=".")
     assert info.top_dir == "demo-1.0"
     assert info.launch == LaunchInfo()
     assert info.ladder == LadderInfo()
@@ -147,7 +149,51 @@ def test_wrong_types_name_key_and_expected_type() -> None:
 
 def test_newer_format_is_refused_with_upgrade_message() -> None:
     message = error_of(MINIMAL.replace(b"format_version = 1", b"format_version = 7"))
-    assert "bundle format 7 is newer than this repro supports (1); upgrade repro" in message
+    assert (
+        f"bundle format 7 is newer than this repro supports ({FORMAT_VERSION}); upgrade repro"
+        in message
+    )
+
+
+FORMAT_2 = MINIMAL.replace(b"format_version = 1", b"format_version = 2")
+
+
+def test_format_2_records_the_venv_place_and_model_weights() -> None:
+    data = FORMAT_2 + (
+        b'[workspace]\nvenv = ".venv"\n'
+        b'[[models]]\nname = "drafter"\nrole = "drafter"\ntotal_bytes = 12\nfile_count = 2\n'
+        b'local_path = "models/drafter"\n'
+        b'[models.large_files]\n"model.safetensors" = 10\n'
+    )
+    info = load_bundle_info(data, source="bundle.toml")
+    assert info.workspace == WorkspaceInfo(venv=".venv")
+    (model,) = info.models
+    assert model.in_workspace
+    assert model.large_files == {"model.safetensors": 10}
+    assert load_bundle_info(dump_bundle_info(info), source="again") == info
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (b"", "key 'workspace' is required from format 2 on"),
+        (b'[workspace]\nvenv = "../up"\n', "must be a relative path inside the workspace"),
+        (b'[workspace]\nvenv = ""\n', "must be a relative path inside the workspace"),
+        (b'[workspace]\nvenv = "venv"\ncolour = 1\n', "unknown key 'colour' in [workspace]"),
+        (
+            b'[workspace]\nvenv = "venv"\n[[models]]\nname = "m"\nrole = "target"\n'
+            b'total_bytes = 1\nfile_count = 1\nlocal_path = "a/../../b"\n',
+            "key 'models[0].local_path' must be a relative path inside the workspace",
+        ),
+        (
+            b'[workspace]\nvenv = "venv"\n[[models]]\nname = "m"\nrole = "target"\n'
+            b"total_bytes = 1\nfile_count = 1\n[models.large_files]\nw = -1\n",
+            "large_files' must be a table of sizes",
+        ),
+    ],
+)
+def test_format_2_workspace_and_model_paths_are_checked(table: bytes, expected: str) -> None:
+    assert expected in error_of(FORMAT_2 + table)
 
 
 def test_missing_format_version_and_fields() -> None:
