@@ -140,3 +140,18 @@ def test_the_tool_venv_goes_where_asked_and_a_missing_python_is_named(
     )
     assert not box.host(TOOL_HOME).exists()
     assert box.host("/box/app/.repro/state.toml").is_file()
+
+
+def test_setup_env_bootstraps_a_debian_311_bundle_on_a_debian_only_box(tmp_path: Path) -> None:
+    """A minimal Debian root: its own Python 3.11.2 only, and a bundle of a venv of it."""
+    workspace = make_workspace(tmp_path / "src", Path("/usr/bin/python3.11"))
+    result = pack_workspace(workspace, tmp_path / "out", cache=tmp_path / "cache", wheels="all")
+    assert result.path is not None
+    box = _box_with(result.path, tmp_path, "debian-3.11")
+    assert box.run("python3.12 --version", timeout=60).returncode != 0
+    before = box.run(LISTING, timeout=60).stdout
+    code, output = _setup_env(box, *UNPACK)
+    assert code == 0, output
+    assert "with /usr/bin/python3.11 (Python 3.11)" in output
+    assert box.run(LISTING, timeout=60).stdout == before
+    _assert_bootstrapped(box, "3.11.2")
