@@ -155,3 +155,32 @@ def test_setup_env_bootstraps_a_debian_311_bundle_on_a_debian_only_box(tmp_path:
     assert "with /usr/bin/python3.11 (Python 3.11)" in output
     assert box.run(LISTING, timeout=60).stdout == before
     _assert_bootstrapped(box, "3.11.2")
+
+
+ESCAPED = r"""
+set -e
+printf 'odd name\n' > 'ws-1/files-a\b.txt'
+digest=$(sha256sum < 'ws-1/files-a\b.txt' | cut -c1-64)
+printf '\\%s  files-a\\\\b.txt\n' "$digest" >> ws-1/MANIFEST.sha256
+"""
+
+
+def test_escaped_manifest_names_are_checked_by_pythons_hashlib(
+    bundle_312: Path, tmp_path: Path
+) -> None:
+    """sha256sum's escaped names (a backslash in the name) go to the Python verifier: it
+    accepts a listed file whose name needs escaping and names a changed one."""
+    box = _box_with(bundle_312, tmp_path, "3.12")
+    made = box.run(ESCAPED, timeout=60)
+    assert made.returncode == 0, made.stderr
+    check = box.run(f"cd {TOP} && sha256sum -c --strict --quiet MANIFEST.sha256", timeout=60)
+    assert check.returncode == 0, check.stdout  # the real reader agrees with the edit
+    inside = ["--tool-venv", f"/box/{TOP}/tool"]
+    proc = box.run(["bash", f"{TOP}/setup_env.sh", *inside, *UNPACK], timeout=120)
+    assert proc.returncode == 2, proc.stderr  # verified, then the tool venv is refused
+    assert "is inside the bundle directory" in proc.stderr
+    assert box.run(f"printf x >> {TOP}/bundle.toml", timeout=60).returncode == 0
+    proc = box.run(["bash", f"{TOP}/setup_env.sh", *UNPACK], timeout=120)
+    assert proc.returncode == 1
+    assert "bundle.toml: FAILED (its sha256 is not the manifest's)" in proc.stderr
+    assert not box.host(TOOL_HOME).exists() and not box.host("/box/app").exists()
