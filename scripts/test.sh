@@ -7,6 +7,23 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 python="${REPRO_TEST_PYTHON:-python3}"
+# The fresh-box tests (tests/freshbox.py) need bubblewrap, and Debian's python3 with venv
+# and ensurepip; as root, what is missing comes from apt (quietly, once).
+missing=()
+[ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
+if command -v dpkg-query >/dev/null 2>&1 \
+    && ! dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'ok installed'; then
+    missing+=(python3-venv)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== apt-get install ${missing[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "scripts/test.sh: missing ${missing[*]} (install them: the fresh-box tests need them)" >&2
+    fi
+fi
 venv="$root/.venv"
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"

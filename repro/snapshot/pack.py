@@ -89,6 +89,9 @@ from repro.snapshot.workspace_patches import load_workspace_patches
 from repro.workspace import workspace_config
 
 if TYPE_CHECKING:
+    from packaging.tags import Tag
+
+    from repro.snapshot.targetwheels import BootstrapWheels
     from repro.snapshot.toolwheels import ToolWheelInputs
 
 WheelsMode = Literal["auto", "all", "none"]
@@ -495,6 +498,12 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             background.submit(target_tags, python) if vaulting or options.check_index else None
         )
         scheme_job = background.submit(scheme_paths, python) if vaulting else None
+        # setup_env.sh on the bundle's own Python: its tags, where it is not pack's
+        source_python = ".".join(facts.python.version.split(".")[:2])
+        tool_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        bootstrap_tags_job = tags_job
+        if bootstrap_tags_job is None and tool_job is not None and source_python != tool_python:
+            bootstrap_tags_job = background.submit(target_tags, python)
         pins = pins_from_facts(facts)
         indexes = read_index_config(Path(facts.python.prefix), source=source)
 
@@ -683,20 +692,31 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 _reproduce_facts(info, facts, bundle_file, vault, patches, units, models)
             ).encode(),
         )
-        tool_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
-        members.add(
-            "setup_env.sh",
-            render_setup_env(tool_version=__version__, tool_python=tool_python).encode(),
-            executable=True,
-        )
+        wheel_pythons = [tool_python]
         if tool_job is not None:
             say("adding repro's own wheels for setup_env.sh")
-            from repro.snapshot.toolwheels import tool_wheels
-
-            for wheel_path in tool_wheels(
-                cache_dir / "tool-wheels", source_date_epoch=epoch, inputs=tool_job.result()
-            ):
+            bootstrap = _bootstrap_wheels(
+                cache_dir / "tool-wheels",
+                tool_job.result(),
+                epoch=epoch,
+                facts=facts,
+                tags=bootstrap_tags_job.result() if bootstrap_tags_job is not None else None,
+                download=options.download,
+            )
+            warnings += bootstrap.warnings
+            wheel_pythons = list(bootstrap.pythons)
+            for wheel_path in bootstrap.wheels:
                 members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
+        members.add(
+            "setup_env.sh",
+            render_setup_env(
+                tool_version=__version__,
+                tool_python=tool_python,
+                source_python=source_python,
+                wheel_pythons=wheel_pythons,
+            ).encode(),
+            executable=True,
+        )
         members.add(
             "env/pack-report.json",
             _pack_report(scan, sorted(set(warnings)), left_out),
@@ -752,6 +772,27 @@ def venv_place(source: Path, prefix: Path) -> str:
         if inner.is_relative_to(outer):
             return inner.relative_to(outer).as_posix() or "."
     return "venv"
+
+
+def _bootstrap_wheels(
+    cache_root: Path,
+    inputs: ToolWheelInputs,
+    *,
+    epoch: int,
+    facts: EnvironmentFacts,
+    tags: Sequence[Tag] | None,
+    download: bool,
+) -> BootstrapWheels:
+    """tool/wheels: repro's own wheels, and those the bundle's Python needs besides."""
+    from repro.snapshot.targetwheels import TargetPython, bootstrap_wheels
+    from repro.snapshot.toolwheels import tool_wheels
+
+    own = tool_wheels(cache_root, source_date_epoch=epoch, inputs=inputs)
+    target = None
+    if tags is not None:
+        target = TargetPython(facts.python.version, facts.python.implementation, tuple(tags))
+    own_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return bootstrap_wheels(own, own_python, cache_root, inputs, target, download=download)
 
 
 def _pack_report(scan: ScanReport, warnings: list[str], left_out: Sequence[LeftOut]) -> bytes:

@@ -1,8 +1,9 @@
 """Render REPRODUCE.md and setup_env.sh from bundle_templates/.
 
-Templates use string.Template ($name placeholders), so the bundle's own
-bootstrap needs no template engine; list sections are rendered here as
-Markdown and substituted whole.
+Templates use string.Template, so the bundle's own bootstrap needs no template
+engine: REPRODUCE.md's placeholders are $name, setup_env.sh's are @@name (a bash
+script is full of `$`); list sections are rendered here as Markdown and
+substituted whole.
 """
 
 from __future__ import annotations
@@ -42,9 +43,16 @@ class ReproduceFacts:
     models: Sequence[str] = ()
 
 
+class _ShellTemplate(Template):
+    delimiter = "@@"
+
+
+def _template_text(name: str) -> str:
+    return resources.files("bundle_templates").joinpath(name).read_text(encoding="utf-8")
+
+
 def _template(name: str) -> Template:
-    text = resources.files("bundle_templates").joinpath(name).read_text(encoding="utf-8")
-    return Template(text)
+    return Template(_template_text(name))
 
 
 def _bullets(items: Sequence[str], empty: str) -> str:
@@ -98,7 +106,15 @@ def render_reproduce(facts: ReproduceFacts) -> str:
     )
 
 
-def render_setup_env(*, tool_version: str, tool_python: str) -> str:
-    return _template("setup_env.sh.tmpl").substitute(
-        tool_version=tool_version, tool_python=tool_python
+def render_setup_env(
+    *, tool_version: str, tool_python: str, source_python: str, wheel_pythons: Sequence[str]
+) -> str:
+    """setup_env.sh for a bundle packed by repro `tool_version` on Python `tool_python`
+    (X.Y) from an environment of Python `source_python`; `wheel_pythons`: the X.Y that
+    tool/wheels can install repro on."""
+    return _ShellTemplate(_template_text("setup_env.sh.tmpl")).substitute(
+        tool_version=tool_version,
+        tool_python=tool_python,
+        source_python=source_python,
+        wheel_pythons=", ".join(wheel_pythons) or "none",
     )

@@ -29,29 +29,67 @@ from repro.snapshot.wheelbuild import build_from_source, rebuild_wheel
 TOOL = "repro"
 
 
-def requirement_closure(root: str = TOOL) -> list[str]:
-    """Canonical names of `root` and everything it needs here, by its metadata."""
+def marker_environment(
+    python_full_version: str | None = None, implementation: str = "cpython"
+) -> dict[str, str]:
+    """Marker variables of this interpreter, or of a target Python `python_full_version`
+    (X.Y.Z) of `implementation` on this platform."""
     environment: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     environment["extra"] = ""
+    if python_full_version is not None:
+        major, minor = python_full_version.split(".")[:2]
+        environment["python_version"] = f"{major}.{minor}"
+        environment["python_full_version"] = python_full_version
+        environment["implementation_version"] = python_full_version
+        environment["implementation_name"] = implementation
+        environment["platform_python_implementation"] = _IMPLEMENTATIONS.get(
+            implementation, implementation
+        )
+    return environment
+
+
+_IMPLEMENTATIONS = {"cpython": "CPython", "pypy": "PyPy"}
+
+
+@dataclass(frozen=True)
+class Closure:
+    """repro's requirement closure under one set of markers: the names installed here,
+    and the requirements of names that are not (a target's markers may pull in what
+    this interpreter never needed, like tomli below Python 3.11)."""
+
+    installed: tuple[str, ...]
+    absent: tuple[Requirement, ...]
+
+
+def closure_for(environment: dict[str, str], root: str = TOOL) -> Closure:
     seen: set[str] = set()
-    todo = [root]
+    absent: dict[str, list[Requirement]] = {}
+    todo = [Requirement(root)]
     while todo:
-        name = canonicalize_name(todo.pop())
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
         if name in seen:
             continue
         try:
             requires = metadata.requires(name) or []
         except metadata.PackageNotFoundError:
+            absent.setdefault(name, []).append(requirement)
             continue
         seen.add(name)
         for text in requires:
             try:
-                requirement = Requirement(text)
+                wanted = Requirement(text)
             except InvalidRequirement:
                 continue
-            if requirement.marker is None or requirement.marker.evaluate(environment):
-                todo.append(requirement.name)
-    return sorted(seen)
+            if wanted.marker is None or wanted.marker.evaluate(environment):
+                todo.append(wanted)
+    found = tuple(r for name in sorted(absent) for r in absent[name])
+    return Closure(tuple(sorted(seen)), found)
+
+
+def requirement_closure(root: str = TOOL) -> list[str]:
+    """Canonical names of `root` and everything it needs here, by its metadata."""
+    return list(closure_for(marker_environment(), root).installed)
 
 
 def _editable_source(dist: InstalledDist) -> Path | None:

@@ -1,0 +1,186 @@
+"""setup_env.sh on a bare box: a bundle made here is extracted with GNU tar inside a fresh
+box (no network, no source paths, no repro, no uv) and bootstrapped with nothing but the
+bundle. The box's Python is the bundle's own, not the packing one (3.12 vs 3.11)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repro import _toml
+from tests.bootbundles import make_workspace, pack_workspace
+from tests.freshbox import BoxPython, FreshBox, fresh_box
+from tests.snapshot.conftest import PYTHON_312
+
+pytestmark = pytest.mark.slow
+
+TOP = "ws-1"
+TOOL_HOME = "/box/home/.local/share/repro"
+UNPACK = ["--target", "/box/app", "--offline", "--no-smoke", "--cpu"]
+LISTING = f"find {TOP} -printf '%p %y %s %m %T@\\n' | LC_ALL=C sort"
+
+
+@pytest.fixture(scope="module")
+def bundle_312(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of a Python 3.12 venv (idna, six), packed on 3.11 with every wheel."""
+    base = tmp_path_factory.mktemp("boot312")
+    workspace = make_workspace(base, PYTHON_312)
+    result = pack_workspace(workspace, base / "out", cache=base / "cache", wheels="all")
+    assert result.path is not None
+    return result.path
+
+
+def _box_with(bundle: Path, base: Path, python: BoxPython) -> FreshBox:
+    box = fresh_box(base, python=python)
+    shutil.copy(bundle, box.root / bundle.name)
+    extracted = box.run(["tar", "xf", bundle.name], timeout=120)
+    assert extracted.returncode == 0, extracted.stderr
+    return box
+
+
+def _setup_env(box: FreshBox, *args: str) -> tuple[int, str]:
+    proc = box.run(["bash", f"/box/{TOP}/setup_env.sh", *args], timeout=900)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _target_venv(box: FreshBox) -> Path:
+    """The target's venv, wherever unpack puts it inside the target (not under .repro)."""
+    app = box.host("/box/app")
+    found = [p.parent for p in app.rglob("pyvenv.cfg") if ".repro" not in p.relative_to(app).parts]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _assert_bootstrapped(box: FreshBox, python_version: str) -> None:
+    state = _toml.loads(box.host("/box/app/.repro/state.toml").read_text())
+    assert "install" in state["done"], state
+    venv = box.inside(_target_venv(box))
+    proc = box.run(
+        [f"{venv}/bin/python", "-c", "import idna, six, sys; print(sys.version.split()[0])"],
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == python_version
+    tool = [p.name for p in box.host(TOOL_HOME).iterdir()]
+    assert tool == [f"tool-0.1.0-py{python_version.rsplit('.', 1)[0]}"], tool
+
+
+def test_setup_env_bootstraps_a_312_bundle_on_a_312_box_offline(
+    bundle_312: Path, tmp_path: Path
+) -> None:
+    box = _box_with(bundle_312, tmp_path, "3.12")
+    before = box.run(LISTING, timeout=60).stdout
+    code, output = _setup_env(box, *UNPACK)
+    assert code == 0, output
+    assert f"into {TOOL_HOME}/tool-0.1.0-py3.12" in output
+    assert box.run(LISTING, timeout=60).stdout == before  # nothing written in the bundle
+    assert box.run("command -v repro", timeout=60).returncode != 0
+    _assert_bootstrapped(box, "3.12.1")
+    # a second run reuses the working tool venv
+    code, output = _setup_env(box, *UNPACK)
+    assert code == 0, output
+    assert f"using repro 0.1.0 in {TOOL_HOME}/tool-0.1.0-py3.12" in output
+    assert "installing repro" not in output
+    assert box.run(LISTING, timeout=60).stdout == before
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        ("printf 'x' >> ws-1/env/pip-freeze.txt", "env/pip-freeze.txt: FAILED"),
+        ("echo stray > ws-1/env/stray.txt", "env/stray.txt: present but not listed"),
+        ("rm ws-1/env/environment.json", "env/environment.json"),
+    ],
+    ids=["changed", "unlisted", "missing"],
+)
+def test_a_damaged_bundle_is_refused_before_anything_is_created(
+    bundle_312: Path, tmp_path: Path, damage: str, named: str
+) -> None:
+    box = _box_with(bundle_312, tmp_path, "3.12")
+    assert box.run(damage, timeout=60).returncode == 0
+    code, output = _setup_env(box, *UNPACK)
+    assert code == 1, output
+    assert named in output
+    assert "nothing was installed" in output
+    assert not box.host(TOOL_HOME).exists()
+    assert not box.host("/box/app").exists()
+
+
+def test_a_tool_venv_inside_the_bundle_is_refused(bundle_312: Path, tmp_path: Path) -> None:
+    box = _box_with(bundle_312, tmp_path, "3.12")
+    before = box.run(LISTING, timeout=60).stdout
+    for args, env in (
+        (["--tool-venv", f"/box/{TOP}/.repro-tool"], {}),
+        ([], {"REPRO_TOOL_VENV": f"{TOP}/tool"}),  # relative, from /box
+    ):
+        proc = box.run(["bash", f"{TOP}/setup_env.sh", *args, *UNPACK], env=env, timeout=120)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "is inside the bundle directory" in proc.stderr
+    assert box.run(LISTING, timeout=60).stdout == before
+    assert not box.host("/box/app").exists()
+
+
+def test_the_tool_venv_goes_where_asked_and_a_missing_python_is_named(
+    bundle_312: Path, tmp_path: Path
+) -> None:
+    box = _box_with(bundle_312, tmp_path, "3.12")
+    proc = box.run(
+        ["bash", f"{TOP}/setup_env.sh", *UNPACK],
+        env={"REPRO_BOOTSTRAP_PYTHON": "/box/nope/python3"},
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "REPRO_BOOTSTRAP_PYTHON=/box/nope/python3: no such interpreter" in proc.stderr
+    code, output = _setup_env(box, "--tool-venv", "/box/tools/repro", *UNPACK)
+    assert code == 0, output
+    assert box.run(["/box/tools/repro/bin/repro", "--version"], timeout=60).stdout == (
+        "repro, version 0.1.0\n"
+    )
+    assert not box.host(TOOL_HOME).exists()
+    assert box.host("/box/app/.repro/state.toml").is_file()
+
+
+def test_setup_env_bootstraps_a_debian_311_bundle_on_a_debian_only_box(tmp_path: Path) -> None:
+    """A minimal Debian root: its own Python 3.11.2 only, and a bundle of a venv of it."""
+    workspace = make_workspace(tmp_path / "src", Path("/usr/bin/python3.11"))
+    result = pack_workspace(workspace, tmp_path / "out", cache=tmp_path / "cache", wheels="all")
+    assert result.path is not None
+    box = _box_with(result.path, tmp_path, "debian-3.11")
+    assert box.run("python3.12 --version", timeout=60).returncode != 0
+    before = box.run(LISTING, timeout=60).stdout
+    code, output = _setup_env(box, *UNPACK)
+    assert code == 0, output
+    assert "with /usr/bin/python3.11 (Python 3.11)" in output
+    assert box.run(LISTING, timeout=60).stdout == before
+    _assert_bootstrapped(box, "3.11.2")
+
+
+ESCAPED = r"""
+set -e
+printf 'odd name\n' > 'ws-1/files-a\b.txt'
+digest=$(sha256sum < 'ws-1/files-a\b.txt' | cut -c1-64)
+printf '\\%s  files-a\\\\b.txt\n' "$digest" >> ws-1/MANIFEST.sha256
+"""
+
+
+def test_escaped_manifest_names_are_checked_by_pythons_hashlib(
+    bundle_312: Path, tmp_path: Path
+) -> None:
+    """sha256sum's escaped names (a backslash in the name) go to the Python verifier: it
+    accepts a listed file whose name needs escaping and names a changed one."""
+    box = _box_with(bundle_312, tmp_path, "3.12")
+    made = box.run(ESCAPED, timeout=60)
+    assert made.returncode == 0, made.stderr
+    check = box.run(f"cd {TOP} && sha256sum -c --strict --quiet MANIFEST.sha256", timeout=60)
+    assert check.returncode == 0, check.stdout  # the real reader agrees with the edit
+    inside = ["--tool-venv", f"/box/{TOP}/tool"]
+    proc = box.run(["bash", f"{TOP}/setup_env.sh", *inside, *UNPACK], timeout=120)
+    assert proc.returncode == 2, proc.stderr  # verified, then the tool venv is refused
+    assert "is inside the bundle directory" in proc.stderr
+    assert box.run(f"printf x >> {TOP}/bundle.toml", timeout=60).returncode == 0
+    proc = box.run(["bash", f"{TOP}/setup_env.sh", *UNPACK], timeout=120)
+    assert proc.returncode == 1
+    assert "bundle.toml: FAILED (its sha256 is not the manifest's)" in proc.stderr
+    assert not box.host(TOOL_HOME).exists() and not box.host("/box/app").exists()
