@@ -47,6 +47,7 @@ from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.services import SYSTEMD_DIR, check_units, install_units, render_units
+from repro.install.smoke import SmokeStep
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, load_state, open_state
 from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
@@ -350,7 +351,7 @@ def unpack(
     options: UnpackOptions,
     *,
     events: Events | None = None,
-    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None = None,
+    smoke: SmokeStep | None = None,
 ) -> UnpackReport:
     emit = events or (lambda step, status, detail: None)
     report = UnpackReport(bundle=options.bundle)
@@ -377,7 +378,7 @@ def _unpack_verified(
     info: BundleInfo,
     report: UnpackReport,
     emit: Events,
-    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+    smoke: SmokeStep | None,
     *,
     movable: bool,
 ) -> UnpackReport:
@@ -452,7 +453,7 @@ def _install_steps(
     target: Path,
     python: Path | None,
     run: _Run,
-    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+    smoke: SmokeStep | None,
 ) -> UnpackReport:
     state, report = run.state, run.report
     kept = target / STATE_DIR / BUNDLE_DIR
@@ -535,9 +536,15 @@ def _install_steps(
             if not options.smoke or smoke is None:
                 run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
             else:
-                report.smoke = smoke(interpreter, kept, info)
+                report.smoke = smoke(
+                    interpreter,
+                    kept,
+                    info,
+                    {"REPRO_VENV": str(target), "REPRO_HOME": str(target)}
+                    | ({"REPRO_MODELS": str(options.models)} if options.models else {}),
+                )
                 if report.smoke.get("passed"):
-                    run.done("smoke", "the smoke ladder passed")
+                    run.done("smoke", str(report.smoke.get("summary", "the smoke ladder passed")))
                 else:
                     raise SmokeError(
                         f"the smoke ladder failed in {target}: {report.smoke.get('summary', '')}",
