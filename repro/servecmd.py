@@ -58,7 +58,7 @@ def _module(argv: Sequence[str]) -> str | None:
 
 
 def _subcommand(argv: Sequence[str], program: str) -> bool:
-    return posixpath.basename(argv[0]) == program and len(argv) > 1 and argv[1] == "serve"
+    return len(argv) > 1 and posixpath.basename(argv[0]) == program and argv[1] == "serve"
 
 
 def _option(argv: Sequence[str], flag: str) -> str | None:

@@ -141,6 +141,7 @@ ENGINE_CASES = [
     (("/opt/tgi/bin/server", "--port", "8080"), "openai", 8080),
     (("python", "-m", "http.server", "8000"), None, None),
     (("/bin/true",), None, None),
+    ((), None, None),
     (("python", "script.py", "-m", "sglang.launch_server"), None, None),
 ]
 
@@ -189,6 +190,7 @@ MODEL_CASES = [
     (("vllm", "serve", "--model", "Qwen/Qwen3-8B"), [("--model", "Qwen/Qwen3-8B", "target")]),
     (("vllm", "serve", "--port", "1"), []),
     (("srv", "--model"), []),
+    ((), []),
 ]
 
 
