@@ -1,11 +1,10 @@
-"""Read the command a systemd service runs, as systemd would (systemd.service(5)).
+"""The command a systemd service runs, read as systemd reads it.
 
-The syntax is systemd.syntax(7)'s.
-
-From a unit file's [Service] section: the last non-empty ExecStart= (an empty one
-resets the list), split into words, variables from Environment= expanded;
-Environment= itself and WorkingDirectory=. ${REPRO_VENV}, ${REPRO_HOME} and
-${REPRO_MODELS} stay as variables: the unpacker fills them in.
+Rules from systemd.service(5) ("Command lines") and systemd.syntax(7). From a unit
+file's [Service] section: the last ExecStart= (an empty one resets the list), split
+into words, its prefixes taken off, variables from Environment= expanded; the
+Environment= assignments themselves and WorkingDirectory=. ${REPRO_VENV},
+${REPRO_HOME} and ${REPRO_MODELS} stay as variables: the unpacker fills them in.
 
 Where this differs from shlex.split (POSIX mode):
 

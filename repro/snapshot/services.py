@@ -180,8 +180,8 @@ def unit_models(service: ServiceExec) -> tuple[UnitModel, ...]:
 
 
 def models_named_by_units(units: Iterable[CapturedUnit]) -> list[UnitModel]:
-    """For the pack: each model directory any captured unit names, the first naming of
-    a path wins (a drafter flag and a --tokenizer on the same directory: drafter)."""
+    """For the pack: each model directory any captured unit names, once (the role of
+    its first naming)."""
     found: dict[Path, UnitModel] = {}
     for unit in units:
         for model in unit.models:
