@@ -30,6 +30,8 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SAFE_VERSION = re.compile(r"[A-Za-z0-9._+!-]+")
 _RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNIT_FILE = re.compile(r"[A-Za-z0-9:_@\\-][A-Za-z0-9:_.@\\-]*")  # systemd's unit names
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class LaunchCommand:
     argv: tuple[str, ...] | None = None
     shell: str | None = None
     readiness: str | None = None  # HTTP path; None: the engine's default
+    env: Mapping[str, str] = field(default_factory=dict)  # over the ladder's environment
+    cwd: str | None = None  # working directory; None: the ladder's
+    unit: str | None = None  # the unit file under services/ it was read from
 
 
 @dataclass(frozen=True)
@@ -292,6 +297,13 @@ def _load_command(table: _Table) -> LaunchCommand:
         table.problem("argv", "or 'shell': exactly one must be given")
     elif argv is not None and not argv:
         table.problem("argv", "must not be empty")
+    env = table.mapping("env")
+    for name in env:
+        if not _ENV_NAME.fullmatch(name):
+            table.problem(f"env.{name}", "is not an environment variable name")
+    unit = table.opt_string("unit")
+    if unit is not None and not _UNIT_FILE.fullmatch(unit):
+        table.problem("unit", f"must be a unit file name under services/, not {unit!r}")
     port = table.integer("port")
     if not 0 < port < 65536:
         table.problem("port", f"must be a TCP port (1-65535), not {port}")
@@ -302,6 +314,9 @@ def _load_command(table: _Table) -> LaunchCommand:
         argv=argv,
         shell=shell,
         readiness=table.opt_string("readiness"),
+        env=dict(sorted(env.items())),
+        cwd=table.opt_string("cwd"),
+        unit=unit,
     )
     table.finish()
     return command
@@ -481,6 +496,9 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
                         ("argv", None if command.argv is None else list(command.argv)),
                         ("shell", command.shell),
                         ("readiness", command.readiness),
+                        ("env", dict(sorted(command.env.items())) or None),
+                        ("cwd", command.cwd),
+                        ("unit", command.unit),
                     ]
                 )
                 for command in info.launch.commands

@@ -118,7 +118,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mode", default="ready")
     parser.add_argument("--ready-after", type=float, default=0.0)
-    parser.add_argument("--text", default="Paris is the capital of France")
+    # FAKE_ENGINE_TEXT: lets a test see that a launch's environment reached the server
+    text = os.environ.get("FAKE_ENGINE_TEXT", "Paris is the capital of France")
+    parser.add_argument("--text", default=text)
     parser.add_argument("--pid-file")
     parser.add_argument("--child", action="store_true", help="start a child in the same group")
     parser.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM")

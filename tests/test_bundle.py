@@ -52,6 +52,15 @@ FULL = BundleInfo(
                 readiness="/health",
             ),
             LaunchCommand("proxy", 8080, "openai", shell="exec ./proxy.sh --port 8080"),
+            LaunchCommand(
+                "vllm-cpu",
+                8000,
+                "vllm",
+                argv=("${REPRO_VENV}/bin/vllm", "serve", "${REPRO_MODELS}/Qwen3-8B"),
+                env={"VLLM_CPU_KVCACHE_SPACE": "1", "PATH": "${REPRO_VENV}/bin:/usr/bin"},
+                cwd="${REPRO_HOME}",
+                unit="vllm-cpu@main.service",
+            ),
         )
     ),
     ladder=LadderInfo(("import", "server", "generate"), "Paris", 900.0),
@@ -234,6 +243,20 @@ def test_launch_and_models_are_checked() -> None:
     assert "key 'launch.commands[0].engine' must be one of sglang, vllm, openai" in message
     assert "key 'models[0].role' must be one of drafter, target, not 'judge'" in message
     assert "key 'models[0].small_files.config.json' must be a lowercase hex sha256" in message
+
+
+def test_launch_env_cwd_and_unit_are_checked() -> None:
+    data = MINIMAL + (
+        b'[[launch.commands]]\nname = "a"\nport = 1\nengine = "vllm"\nargv = ["x"]\n'
+        b'env = { "BAD NAME" = "1", N = 2 }\ncwd = 3\nunit = "../x.service"\n'
+        b'[[launch.commands]]\nname = "b"\nport = 1\nengine = "vllm"\nargv = ["x"]\n'
+        b'env = { "BAD NAME" = "1" }\nunit = "../x.service"\n'
+    )
+    message = error_of(data)
+    assert "key 'launch.commands[0].env' must be a table of strings, not a table" in message
+    assert "key 'launch.commands[0].cwd' must be a string, not an integer" in message
+    assert "key 'launch.commands[1].env.BAD NAME' is not an environment variable name" in message
+    assert "key 'launch.commands[1].unit' must be a unit file name under services/" in message
 
 
 def test_not_toml() -> None:

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle import BundleInfo, LaunchInfo, SourceInfo, dump_bundle_info
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
+from repro.ladder.spec import spec_from_bundle_dir
+from repro.snapshot import services
 from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.ladder_helpers import free_port, group_alive
 
@@ -127,3 +130,68 @@ def test_vllm_health_200_while_generation_fails_is_caught(
     print(
         f"vLLM CPU head dim 16: failed after {time.monotonic() - started:.1f} s: {server.summary}"
     )
+
+
+def test_vllm_cpu_launched_from_its_unit_serves_a_real_generation(
+    vllm_python: Path, tmp_path: Path
+) -> None:
+    """The unit is captured and templated as pack does, its launch written to bundle.toml
+    and read back by the ladder with the variables filled: the real engine serves."""
+    venv = vllm_python.parent.parent
+    models = tmp_path / "models"
+    model = make_model(vllm_python, models / "tiny-llama-hd64", head_dim=64)
+    home = tmp_path / "ws"
+    home.mkdir()
+    port = free_port()
+    unit = home / "vllm-cpu.service"
+    unit.write_text(
+        "[Unit]\nDescription=vLLM CPU\n\n[Service]\n"
+        "Environment=VLLM_CPU_KVCACHE_SPACE=1\n"
+        f"WorkingDirectory={home}\n"
+        f"ExecStart={vllm_python} -m vllm.entrypoints.openai.api_server \\\n"
+        f"    --model {model} --host 127.0.0.1 --port {port} \\\n"
+        "    --gpu-memory-utilization 0.3 --max-model-len 256\n"
+        "Restart=on-failure\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    captured = services.capture_unit(
+        unit, services.PathMap.build(venv=venv, home=home), verify=False
+    )
+    launch = captured.launch
+    assert launch is not None
+    assert launch.argv is not None
+    assert launch.argv[0] == "${REPRO_VENV}/bin/python"
+    assert "${REPRO_MODELS}/tiny-llama-hd64" in launch.argv
+    assert (launch.engine, launch.port, launch.env) == (
+        "vllm",
+        port,
+        {"VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    info = BundleInfo(
+        name="vllm-cpu",
+        version="1",
+        created="2026-01-31T12:00:00Z",
+        tool_version="0",
+        source=SourceInfo("3.11.7", "cpython", "linux-x86_64", "2.36"),
+        launch=LaunchInfo((launch,)),
+    )
+    (bundle / "bundle.toml").write_bytes(dump_bundle_info(info))
+    variables = {"REPRO_VENV": str(venv), "REPRO_HOME": str(home), "REPRO_MODELS": str(models)}
+    spec = spec_from_bundle_dir(
+        bundle,
+        vllm_python,
+        cpu=True,
+        rungs=("server",),
+        timeouts=Timeouts(server_ready=480, generation=120, grace=30),
+        log_dir=tmp_path / "logs",
+        variables=variables,
+    )
+    assert spec.launch is not None and spec.launch.cwd == home
+    server = run_ladder(spec).result("server")
+    assert server.status is RungStatus.PASS, "\n".join(server.output_tail)
+    assert server.facts["argv"][0] == str(vllm_python.parent / "python")
+    assert str(model) in server.facts["argv"]
+    assert server.facts["tokens"] == 32 and server.facts["text"]
+    assert group_alive(server.facts["pid"]) == []
+    print(f"vLLM CPU from its unit: {server.summary}")

@@ -116,6 +116,14 @@ def test_minimal_bundle_has_defaults(tmp_path: Path) -> None:
             "[launch]\ncommands = [{name = 'x', shell = 'a', port = 1, engine = 'tgi'}]\n",
             "engine must be one of",
         ),
+        (
+            "[launch]\ncommands = [{name = 'x', argv = ['a'], port = 1, env = {A = 1}}]\n",
+            "env must be a table of strings",
+        ),
+        (
+            "[launch]\ncommands = [{name = 'x', argv = ['a'], port = 1, cwd = 1}]\n",
+            "cwd must be a string",
+        ),
         ("[source]\npython = 3.12\n", "python must be a string"),
         ("[ladder\n", "not valid TOML"),
     ],
@@ -165,6 +173,40 @@ def test_launch_from_unit(tmp_path: Path) -> None:
         "30000",
     )
     assert (launch.port, launch.engine) == (30000, "sglang")
+
+
+def test_launch_from_unit_reads_it_as_systemd_does(tmp_path: Path) -> None:
+    unit = tmp_path / "vllm.service"
+    unit.write_text(
+        "[Service]\nEnvironment=VLLM_CPU_KVCACHE_SPACE=1 'ARGS=--max-model-len 256'\n"
+        "WorkingDirectory=${REPRO_HOME}\n"
+        "ExecStart=@${REPRO_VENV}/bin/vllm vllm serve ${REPRO_MODELS}/m \\\n  $ARGS\n"
+    )
+    variables = {"REPRO_VENV": "/t/venv", "REPRO_HOME": "/t", "REPRO_MODELS": "/models"}
+    launch = launch_from_unit(unit, None, None, variables)
+    assert launch.argv == ("/t/venv/bin/vllm", "serve", "/models/m", "--max-model-len", "256")
+    assert (launch.name, launch.engine, launch.port, launch.cwd) == (
+        "vllm",
+        "vllm",
+        8000,
+        Path("/t"),
+    )
+    assert launch.env == {"VLLM_CPU_KVCACHE_SPACE": "1", "ARGS": "--max-model-len 256"}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("ExecStart=/opt/server --verbose", "cannot tell the port of /opt/server"),
+        ("ExecStart=/opt/server --port=http", "--port http is not a port number"),
+        ("Restart=always", "no ExecStart= line"),
+    ],
+)
+def test_launch_from_unit_refuses(tmp_path: Path, body: str, message: str) -> None:
+    unit = tmp_path / "x.service"
+    unit.write_text(f"[Service]\n{body}\n")
+    with pytest.raises(InputError, match=message):
+        launch_from_unit(unit, None, None)
 
 
 def test_options_with_bundle_and_service(tmp_path: Path) -> None:

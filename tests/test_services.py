@@ -29,7 +29,7 @@ def test_capture_unit_templates_paths_and_redacts_env_file(tmp_path: Path) -> No
     env_file.write_text("# serving\nHF_TOKEN=hf_abcdef\nNCCL_DEBUG=INFO\nexport API_KEY=xyz\n")
     unit = _unit(tmp_path, venv, home, env_file)
     captured = services.capture_unit(
-        unit, services.PathMap.build(venv=venv, home=home, models=None), verify=False
+        unit, services.PathMap.build(venv=venv, home=home), verify=False
     )
     text = captured.content.decode()
     assert str(tmp_path) not in text.replace(str(env_file), "")
@@ -48,11 +48,14 @@ def test_capture_unit_templates_paths_and_redacts_env_file(tmp_path: Path) -> No
 
 def test_longest_path_wins(tmp_path: Path) -> None:
     mapping = services.PathMap.build(
-        venv=Path("/data/x/venv"), home=Path("/data/x"), models=Path("/data/models")
+        venv=Path("/data/x/venv"),
+        home=Path("/data/x"),
+        model_dirs=[Path("/data/models/org/Qwen3-8B"), Path("/data/x/drafter")],
     )
-    assert mapping.templatize("/data/x/venv/bin/python /data/x/run.sh /data/xy") == (
-        "${REPRO_VENV}/bin/python ${REPRO_HOME}/run.sh /data/xy"
-    )
+    assert mapping.templatize(
+        "/data/x/venv/bin/python /data/x/run.sh /data/xy /data/models/org/Qwen3-8B/t.json"
+    ) == ("${REPRO_VENV}/bin/python ${REPRO_HOME}/run.sh /data/xy ${REPRO_MODELS}/Qwen3-8B/t.json")
+    assert mapping.templatize("/data/x/drafter") == "${REPRO_HOME}/drafter"
 
 
 @pytest.mark.parametrize("name", ["../evil.service", "evil", ".hidden.service", "a/b.service"])
@@ -73,7 +76,156 @@ def test_systemd_analyze_warnings_reported(tmp_path: Path) -> None:
         pytest.fail("systemd-analyze is expected on this machine (Debian's systemd package)")
     unit = tmp_path / "broken.service"
     unit.write_text("[Service]\nExecStart=relative/path\nBogusKey=1\n")
-    captured = services.capture_unit(
-        unit, services.PathMap.build(venv=None, home=None, models=None)
-    )
+    captured = services.capture_unit(unit, services.PathMap.build(venv=None, home=None))
     assert any("broken.service" in warning for warning in captured.warnings)
+
+
+# --- launch commands and model references from ExecStart= ------------------------------
+
+
+def _layout(tmp_path: Path) -> dict[str, Path]:
+    paths = {
+        "home": tmp_path / "ws",
+        "venv": tmp_path / "ws" / "venv",
+        "drafter": tmp_path / "ws" / "drafter",
+        "out": tmp_path / "models" / "Qwen3-8B",
+    }
+    for key in ("venv", "drafter", "out"):
+        paths[key].mkdir(parents=True)
+    return paths
+
+
+CAPTURE_CASES = [
+    # (what, [Service] lines with {home} {venv} {out} {drafter}, engine, port, argv, models)
+    (
+        "sglang: model outside, drafter inside",
+        "ExecStart={venv}/bin/python -m sglang.launch_server --model-path {out} \\\n"
+        "  --speculative-draft-model-path {drafter} --port 30001",
+        "sglang",
+        30001,
+        "${REPRO_VENV}/bin/python -m sglang.launch_server --model-path "
+        "${REPRO_MODELS}/Qwen3-8B --speculative-draft-model-path ${REPRO_HOME}/drafter "
+        "--port 30001",
+        [("out", "target", "Qwen3-8B"), ("drafter", "drafter", "drafter")],
+    ),
+    (
+        "vllm serve: positional model and tokenizer, default port",
+        "ExecStart=-{venv}/bin/vllm serve {out} --tokenizer={out}",
+        "vllm",
+        8000,
+        "${REPRO_VENV}/bin/vllm serve ${REPRO_MODELS}/Qwen3-8B "
+        "--tokenizer=${REPRO_MODELS}/Qwen3-8B",
+        [("out", "target", "Qwen3-8B")],
+    ),
+    (
+        "a repository id stays as it is",
+        "ExecStart={venv}/bin/vllm serve Qwen/Qwen3-8B --port 8100",
+        "vllm",
+        8100,
+        "${REPRO_VENV}/bin/vllm serve Qwen/Qwen3-8B --port 8100",
+        [],
+    ),
+    (
+        "model path through Environment=",
+        "Environment=MODEL={out} PORT=31000\n"
+        "ExecStart={venv}/bin/python -m sglang.launch_server --model-path ${{MODEL}} --port $PORT",
+        "sglang",
+        31000,
+        "${REPRO_VENV}/bin/python -m sglang.launch_server --model-path "
+        "${REPRO_MODELS}/Qwen3-8B --port 31000",
+        [("out", "target", "Qwen3-8B")],
+    ),
+    (
+        "a model path that is not here: templated, not referenced",
+        "ExecStart={venv}/bin/python -m sglang.launch_server --model-path /nonexistent/llama",
+        "sglang",
+        30000,
+        "${REPRO_VENV}/bin/python -m sglang.launch_server --model-path ${REPRO_MODELS}/llama",
+        [],
+    ),
+    (
+        "any command with --port",
+        "ExecStart={home}/bin/server --port 9000 --model {drafter}",
+        "openai",
+        9000,
+        "${REPRO_HOME}/bin/server --port 9000 --model ${REPRO_HOME}/drafter",
+        [("drafter", "target", "drafter")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "lines", "engine", "port", "argv", "models"),
+    CAPTURE_CASES,
+    ids=[case[0] for case in CAPTURE_CASES],
+)
+def test_a_server_unit_gives_a_launch_command(
+    tmp_path: Path,
+    what: str,
+    lines: str,
+    engine: str,
+    port: int,
+    argv: str,
+    models: list[tuple[str, str, str]],
+) -> None:
+    paths = _layout(tmp_path)
+    unit = tmp_path / "llm.service"
+    body = lines.format(**{key: str(value) for key, value in paths.items()})
+    unit.write_text(f"[Service]\n{body}\nWorkingDirectory={paths['home']}\n")
+    mapping = services.PathMap.build(venv=paths["venv"], home=paths["home"])
+    captured = services.capture_unit(unit, mapping, verify=False)
+    launch = captured.launch
+    assert launch is not None
+    assert (launch.name, launch.unit, launch.engine, launch.port) == (
+        "llm",
+        "llm.service",
+        engine,
+        port,
+    )
+    assert launch.argv == tuple(argv.split(" "))
+    assert launch.cwd == "${REPRO_HOME}"
+    assert str(tmp_path) not in captured.content.decode()
+    assert [(m.path, m.role, m.name) for m in captured.models] == [
+        (paths[key], role, name) for key, role, name in models
+    ]
+
+
+def test_the_launch_env_drops_secrets_and_keeps_the_rest(tmp_path: Path) -> None:
+    unit = tmp_path / "vllm-cpu.service"
+    unit.write_text(
+        "[Service]\nEnvironment=HF_TOKEN=hf_abc VLLM_CPU_KVCACHE_SPACE=1 "
+        '"OPENAI_API_KEY=sk x"\nEnvironment=PATH=/data/x/venv/bin:/usr/bin\n'
+        "ExecStart=/data/x/venv/bin/python -m vllm.entrypoints.openai.api_server --port 8001\n"
+    )
+    mapping = services.PathMap.build(venv=Path("/data/x/venv"), home=Path("/data/x"))
+    captured = services.capture_unit(unit, mapping, verify=False)
+    assert captured.launch is not None
+    assert captured.launch.env == {
+        "PATH": "${REPRO_VENV}/bin:/usr/bin",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }
+    assert captured.launch.cwd is None
+    dropped = [w for w in captured.warnings if "looks like a credential" in w]
+    assert len(dropped) == 2 and all("vllm-cpu.service" in w for w in dropped)
+
+
+@pytest.mark.parametrize(
+    ("exec_start", "warning"),
+    [
+        ("/usr/bin/python -m http.server 8000", None),
+        ("/bin/true", None),
+        ("/opt/srv --port ${NOPE}", "--port '' is not a port number; no launch command taken"),
+        ("/opt/srv --port=http", "--port 'http' is not a port number; no launch command taken"),
+    ],
+)
+def test_a_unit_that_runs_no_server_gives_no_launch(
+    tmp_path: Path, exec_start: str, warning: str | None
+) -> None:
+    unit = tmp_path / "other.service"
+    unit.write_text(f"[Service]\nExecStart={exec_start}\n")
+    captured = services.capture_unit(
+        unit, services.PathMap.build(venv=None, home=None), verify=False
+    )
+    assert captured.launch is None
+    found = [w for w in captured.warnings if "no launch command taken" in w]
+    assert found == ([] if warning is None else [f"other.service: ExecStart= {warning}"])

@@ -68,6 +68,17 @@ def _render_table(console: Console, report: LadderReport) -> None:
 @click.option("--engine", type=click.Choice(["sglang", "vllm", "openai"]), help="Server API.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Server readiness timeout (s).")
 @click.option("--log-dir", type=click.Path(path_type=Path, file_okay=False), help="Server logs.")
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="${REPRO_HOME} in the bundle's launch: the deployed workspace "
+    "(default: TARGET for a bundle in TARGET/.repro/bundle).",
+)
+@click.option(
+    "--models",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="${REPRO_MODELS} in the bundle's launch: where the model weights are.",
+)
 def smoke_command(
     venv: Path | None,
     python: Path | None,
@@ -82,6 +93,8 @@ def smoke_command(
     engine: str | None,
     timeout: float | None,
     log_dir: Path | None,
+    home: Path | None,
+    models: Path | None,
 ) -> int:
     """Check that an environment really works, from python to a served generation."""
     options = SmokeOptions(
@@ -97,6 +110,8 @@ def smoke_command(
         engine=engine,
         timeout=timeout,
         log_dir=log_dir,
+        home=home,
+        models=models,
     )
     spec = spec_from_options(options)
     console = Console(stderr=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,26 @@ from repro.ladder import RUNG_NAMES, RungResult, RungStatus, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 
 NO_EXEC_RUNGS = ("python",)
-SmokeStep = Callable[[Path, Path, BundleInfo], dict[str, Any]]
+# interpreter, the kept bundle directory, its bundle.toml, and the target's values of
+# ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS}
+SmokeStep = Callable[[Path, Path, BundleInfo, Mapping[str, str]], dict[str, Any]]
+
+
+def verdict(results: Sequence[RungResult]) -> str:
+    """What ran and what did not: a skipped rung is named with its reason, so a pass
+    never reads as more than was checked."""
+    failed = [r for r in results if r.status is RungStatus.FAIL]
+    if failed:
+        return "; ".join(f"{r.name}: {r.summary}" for r in failed)
+    passed = [r.name for r in results if r.status is RungStatus.PASS]
+    skipped = [r for r in results if r.status is RungStatus.SKIP]
+    absent = [name for name in RUNG_NAMES if name not in {r.name for r in results}]
+    if not skipped and not absent:
+        return "every rung passed"
+    parts = [f"{', '.join(passed) or 'no rung'} passed"]
+    parts += [f"{r.name} skipped: {r.summary}" for r in skipped]
+    parts += [f"not run: {', '.join(absent)}"] if absent else []
+    return "; ".join(parts)
 
 
 def ladder_step(
@@ -23,14 +42,16 @@ def ladder_step(
 ) -> SmokeStep:
     """A smoke step for `unpack`; with --no-exec only the interpreter check runs: the
     other rungs import the installed (and patched) stack, and the server rung runs the
-    bundle's own launch command."""
+    bundle's own launch command with the target's paths filled in."""
 
-    def step(interpreter: Path, bundle_dir: Path, info: BundleInfo) -> dict[str, Any]:
+    def step(
+        interpreter: Path, bundle_dir: Path, info: BundleInfo, variables: Mapping[str, str]
+    ) -> dict[str, Any]:
         rungs = NO_EXEC_RUNGS if no_exec else RUNG_NAMES
-        spec = spec_from_bundle_dir(bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir)
+        spec = spec_from_bundle_dir(
+            bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir, variables=variables
+        )
         report = run_ladder(spec, on_rung=on_rung)
-        failed = [r for r in report.results if r.status is RungStatus.FAIL]
-        summary = "; ".join(f"{r.name}: {r.summary}" for r in failed) or "every rung passed"
-        return {"passed": report.ok, "summary": summary, "ladder": report.to_json()}
+        return {"passed": report.ok, "summary": verdict(report.results), "ladder": report.to_json()}
 
     return step

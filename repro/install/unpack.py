@@ -48,9 +48,11 @@ from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.services import SYSTEMD_DIR, check_units, install_units, render_units
+from repro.install.smoke import SmokeStep
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
     models_dir,
+    path_values,
     plan_restore,
     restore_workspace,
     venv_dir,
@@ -59,6 +61,7 @@ from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
 from repro.patchset import load_patchset
 from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.snapshot.lock import read_requirements_lock
+from repro.snapshot.services import render_unit
 
 StepStatus = Literal["done", "skipped", "failed", "already done"]
 Events = Callable[[str, str, str], None]
@@ -346,7 +349,7 @@ def unpack(
     options: UnpackOptions,
     *,
     events: Events | None = None,
-    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None = None,
+    smoke: SmokeStep | None = None,
 ) -> UnpackReport:
     emit = events or (lambda step, status, detail: None)
     report = UnpackReport(bundle=options.bundle)
@@ -373,7 +376,7 @@ def _unpack_verified(
     info: BundleInfo,
     report: UnpackReport,
     emit: Events,
-    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+    smoke: SmokeStep | None,
     *,
     movable: bool,
 ) -> UnpackReport:
@@ -448,7 +451,7 @@ def _install_steps(
     target: Path,
     python: Path | None,
     run: _Run,
-    smoke: Callable[[Path, Path, BundleInfo], dict[str, Any]] | None,
+    smoke: SmokeStep | None,
 ) -> UnpackReport:
     state, report = run.state, run.report
     kept = target / STATE_DIR / BUNDLE_DIR
@@ -546,7 +549,8 @@ def _install_steps(
         # Before the ladder: a rung would fail on a drifted file with a vaguer message.
         _check_drift(run, target)
         if not run.skip_if_done("smoke"):
-            for line in launch_lines(info):
+            values = path_values(target, info, options.models)
+            for line in launch_lines(info, values):
                 if options.no_exec:
                     report.would_run.append(line)
                     run.events("smoke server", "would run", line)
@@ -555,9 +559,9 @@ def _install_steps(
             if not options.smoke or smoke is None:
                 run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
             else:
-                report.smoke = smoke(interpreter, kept, info)
+                report.smoke = smoke(interpreter, kept, info, values)
                 if report.smoke.get("passed"):
-                    run.done("smoke", "the smoke ladder passed")
+                    run.done("smoke", str(report.smoke.get("summary", "the smoke ladder passed")))
                 else:
                     raise SmokeError(
                         f"the smoke ladder failed in {target}: {report.smoke.get('summary', '')}",
@@ -597,12 +601,14 @@ def _existing_ancestor(path: Path) -> Path:
     return path
 
 
-def launch_lines(info: BundleInfo) -> list[str]:
-    """The bundle's server launch commands, exactly as the server rung would run them."""
+def launch_lines(info: BundleInfo, values: Mapping[str, str]) -> list[str]:
+    """The bundle's server launch commands with the target's paths filled in, exactly as
+    the server rung would run them (it runs the first)."""
     lines = []
     for command in info.launch.commands:
         argv = command.argv if command.argv else ("/bin/sh", "-c", command.shell or "")
-        lines.append(f"server {command.name} (port {command.port}): {shlex.join(argv)}")
+        filled = [render_unit(arg, dict(values)) for arg in argv]
+        lines.append(f"server {command.name} (port {command.port}): {shlex.join(filled)}")
     return lines
 
 

@@ -37,7 +37,8 @@ class LaunchSpec:
     engine: str  # "sglang", "vllm" or "openai"
     argv: tuple[str, ...] | None = None
     shell: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # over the ladder's environment
+    cwd: Path | None = None  # the server's working directory; None: the ladder's
     expected_text: str | None = None
     prompt: str = "The capital of France is"
     max_tokens: int = 32

@@ -10,6 +10,10 @@ from repro.errors import UsageError
 from repro.ladder.model import RUNG_NAMES, LadderSpec, LaunchSpec, Timeouts
 from repro.ladder.spec import launch_from_command, launch_from_unit, spec_from_bundle_dir
 
+# unpack keeps the verified bundle in TARGET/.repro/bundle (repro.install.state.STATE_DIR;
+# not imported: the ladder does not depend on the unpack side)
+KEPT_BUNDLE_PARENT = ".repro"
+
 
 @dataclass(frozen=True)
 class SmokeOptions:
@@ -25,6 +29,8 @@ class SmokeOptions:
     engine: str | None = None
     timeout: float | None = None
     log_dir: Path | None = None
+    home: Path | None = None  # ${REPRO_HOME}: the deployed workspace
+    models: Path | None = None  # ${REPRO_MODELS}: where the model weights are
 
 
 def target_python(venv: Path | None, python: Path | None) -> Path:
@@ -57,14 +63,35 @@ def _unit_path(name: str, bundle: Path | None) -> Path:
     raise UsageError(f"--service {name}: no unit file {names[0]} in {where}")
 
 
-def _launch(options: SmokeOptions) -> LaunchSpec | None:
+def launch_variables(options: SmokeOptions, python: Path) -> dict[str, str]:
+    """The target's values of ${REPRO_VENV} (the venv's prefix), ${REPRO_HOME} (--home,
+    or TARGET for a bundle kept by unpack in TARGET/.repro/bundle) and ${REPRO_MODELS}
+    (--models), for the launch commands of a bundle."""
+    variables: dict[str, str] = {}
+    venv = options.venv
+    if venv is None and python.parent.name == "bin":
+        venv = python.parent.parent
+    if venv is not None:
+        variables["REPRO_VENV"] = str(venv.absolute())
+    home = options.home
+    bundle = options.bundle.absolute() if options.bundle is not None else None
+    if home is None and bundle is not None and bundle.parent.name == KEPT_BUNDLE_PARENT:
+        home = bundle.parent.parent
+    if home is not None:
+        variables["REPRO_HOME"] = str(home.absolute())
+    if options.models is not None:
+        variables["REPRO_MODELS"] = str(options.models.absolute())
+    return variables
+
+
+def _launch(options: SmokeOptions, variables: dict[str, str]) -> LaunchSpec | None:
     if options.launch is not None and options.service is not None:
         raise UsageError("give --launch or --service, not both")
     if options.launch is not None:
         return launch_from_command(options.launch, options.port, options.engine)
     if options.service is not None:
         unit = _unit_path(options.service, options.bundle)
-        return launch_from_unit(unit, options.port, options.engine)
+        return launch_from_unit(unit, options.port, options.engine, variables)
     return None
 
 
@@ -73,7 +100,8 @@ def spec_from_options(options: SmokeOptions) -> LadderSpec:
     timeouts = Timeouts()
     if options.timeout is not None:
         timeouts = replace(timeouts, server_ready=options.timeout)
-    explicit_launch = _launch(options)
+    variables = launch_variables(options, python)
+    explicit_launch = _launch(options, variables)
     if options.bundle is not None:
         spec = spec_from_bundle_dir(
             options.bundle,
@@ -83,6 +111,7 @@ def spec_from_options(options: SmokeOptions) -> LadderSpec:
             timeouts=timeouts if options.timeout is not None else None,
             keep_going=options.keep_going,
             log_dir=options.log_dir,
+            variables=variables,
         )
         launch = explicit_launch or spec.launch
         if launch is not None and explicit_launch is None:

@@ -49,9 +49,10 @@ def port_taken(host: str, port: int) -> bool:
 
 
 def start_server(
-    argv: Sequence[str], env: Mapping[str, str], log_path: Path
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start the server in a new session (its own process group), output to ``log_path``."""
+    """Start the server in a new session (its own process group), in ``cwd`` (None: this
+    process's), output to ``log_path``."""
     with log_path.open("wb") as log:
         return subprocess.Popen(
             list(argv),
@@ -59,6 +60,7 @@ def start_server(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=dict(env),
+            cwd=cwd,
             start_new_session=True,
         )
 

@@ -19,6 +19,7 @@ from repro.ladder.readiness import (
     probe_health,
     served_model,
 )
+from repro.ladder.spec import unfilled_variables
 
 POLL_INTERVAL_S = 1.0
 
@@ -80,19 +81,71 @@ def _wait_for_generation(
 
 
 def _facts(launch: LaunchSpec, log_path: Path, argv: tuple[str, ...]) -> dict[str, Any]:
-    return {
+    facts: dict[str, Any] = {
         "launch": launch.name,
         "engine": launch.engine,
         "port": launch.port,
         "argv": list(argv),
         "log": str(log_path),
     }
+    if launch.cwd is not None:
+        facts["cwd"] = str(launch.cwd)
+    return facts
+
+
+NO_LAUNCH = (
+    "no launch command: the bundle has none (no unit's ExecStart= runs a server, no "
+    "[launch] in repro.toml) and none was given (--launch CMD, --service NAME)"
+)
+VARIABLE_OPTIONS = {
+    "REPRO_VENV": "--venv",
+    "REPRO_HOME": "--home",
+    "REPRO_MODELS": "--models",
+}
+
+
+def _cannot_launch(launch: LaunchSpec, cpu: bool) -> RungResult | None:
+    """A skip or a failure decided before anything starts; None when it can start."""
+    if cpu and launch.engine == "sglang":
+        return RungResult(
+            "server",
+            RungStatus.SKIP,
+            0.0,
+            f"{launch.name}: SGLang needs a GPU; not launched with --cpu",
+            {"launch": launch.name, "engine": launch.engine},
+        )
+    missing = unfilled_variables(launch)
+    if missing:
+        options = " ".join(f"{VARIABLE_OPTIONS.get(name, name)} DIR" for name in missing)
+        names = ", ".join(f"${{{name}}}" for name in missing)
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            0.0,
+            f"launch command {launch.name} names {names}, which nothing here sets",
+            {"launch": launch.name, "unfilled": list(missing)},
+            hint=f"give the target's paths: repro smoke {options}; repro unpack --models DIR "
+            "for ${REPRO_MODELS}",
+        )
+    if launch.cwd is not None and not launch.cwd.is_dir():
+        return RungResult(
+            "server",
+            RungStatus.FAIL,
+            0.0,
+            f"launch command {launch.name}: working directory {launch.cwd} does not exist",
+            {"launch": launch.name, "cwd": str(launch.cwd)},
+            hint="the unit's WorkingDirectory= must exist on this box",
+        )
+    return None
 
 
 def server_rung(spec: LadderSpec) -> RungResult:
     launch = spec.launch
     if launch is None:
-        return RungResult("server", RungStatus.SKIP, 0.0, "no launch command")
+        return RungResult("server", RungStatus.SKIP, 0.0, NO_LAUNCH)
+    refused = _cannot_launch(launch, spec.cpu)
+    if refused is not None:
+        return refused
     argv = launch.command
     log_dir = spec.log_dir or Path(tempfile.mkdtemp(prefix="repro-smoke-"))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -111,7 +164,7 @@ def server_rung(spec: LadderSpec) -> RungResult:
     started = time.monotonic()
     env = {**os.environ, **launch.env}
     try:
-        process = start_server(argv, env, log_path)
+        process = start_server(argv, env, log_path, launch.cwd)
     except OSError as exc:
         return RungResult(
             "server",

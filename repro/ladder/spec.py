@@ -6,6 +6,7 @@ full loader lives elsewhere.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import replace
@@ -22,8 +23,12 @@ from repro.ladder.model import (
     PatchedFile,
     Timeouts,
 )
+from repro.servecmd import PortNotANumber, serve_command
+from repro.unitexec import parse_service
 
 LAUNCH_ENGINES = ("sglang", "vllm", "openai")
+VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
+_VARIABLE = re.compile(r"\$\{(REPRO_[A-Z]+)\}")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -81,13 +86,46 @@ def launch_from_table(entry: Mapping[str, Any], where: str) -> LaunchSpec:
         raise BundleFormatError(
             f"{where}: launch command {name!r}: engine must be one of {', '.join(LAUNCH_ENGINES)}"
         )
+    env = entry.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise BundleFormatError(f"{where}: launch command {name!r}: env must be a table of strings")
+    cwd = entry.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise BundleFormatError(f"{where}: launch command {name!r}: cwd must be a string")
+    unit = entry.get("unit")
+    if unit is not None and not isinstance(unit, str):
+        raise BundleFormatError(f"{where}: launch command {name!r}: unit must be a string")
     return LaunchSpec(
         name=name,
         port=port,
         engine=engine,
         argv=tuple(argv) if argv is not None else None,
         shell=shell,
+        env=dict(env),
+        cwd=Path(cwd) if cwd is not None else None,
     )
+
+
+def fill_variables(launch: LaunchSpec, variables: Mapping[str, str]) -> LaunchSpec:
+    """${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS} filled in argv, shell, env and
+    cwd from `variables`; those it does not give stay as they are."""
+
+    def fill(text: str) -> str:
+        return _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
+
+    return replace(
+        launch,
+        argv=tuple(fill(arg) for arg in launch.argv) if launch.argv is not None else None,
+        shell=fill(launch.shell) if launch.shell is not None else None,
+        env={name: fill(value) for name, value in launch.env.items()},
+        cwd=Path(fill(str(launch.cwd))) if launch.cwd is not None else None,
+    )
+
+
+def unfilled_variables(launch: LaunchSpec) -> tuple[str, ...]:
+    """The ${REPRO_*} variables a launch still names."""
+    texts = [*(launch.argv or ()), launch.shell or "", *launch.env.values(), str(launch.cwd or "")]
+    return tuple(sorted({m.group(1) for text in texts for m in _VARIABLE.finditer(text)}))
 
 
 def launch_from_command(command: str, port: int | None, engine: str | None) -> LaunchSpec:
@@ -103,18 +141,43 @@ def launch_from_command(command: str, port: int | None, engine: str | None) -> L
     return LaunchSpec("cli", chosen, engine or guess_engine(command), argv=argv)
 
 
-def launch_from_unit(unit: Path, port: int | None, engine: str | None) -> LaunchSpec:
-    """``--service NAME``: the ExecStart= line of a systemd unit file."""
+def launch_from_unit(
+    unit: Path,
+    port: int | None,
+    engine: str | None,
+    variables: Mapping[str, str] | None = None,
+) -> LaunchSpec:
+    """``--service NAME``: a systemd unit's ExecStart=, Environment= and
+    WorkingDirectory=, read as systemd would (repro.unitexec)."""
     try:
-        lines = unit.read_text(encoding="utf-8").splitlines()
+        text = unit.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{unit}: cannot read the unit file: {exc.strerror}") from exc
-    starts = [line.split("=", 1)[1].strip() for line in lines if line.startswith("ExecStart=")]
-    if not starts or not starts[-1]:
+    service = parse_service(text, unit=unit.name)
+    if not service.argv:
         raise InputError(f"{unit}: no ExecStart= line")
-    command = starts[-1].lstrip("-@+!:")  # systemd's prefixes, not part of the command
-    launch = launch_from_command(command, port, engine)
-    return replace(launch, name=unit.stem)
+    try:
+        serve = serve_command(service.argv)
+    except PortNotANumber as exc:
+        raise InputError(
+            f"{unit}: ExecStart= --port {exc} is not a port number", hint="pass --port N"
+        ) from exc
+    chosen = port if port is not None else serve.port if serve is not None else None
+    if chosen is None:
+        raise InputError(
+            f"{unit}: cannot tell the port of {service.argv[0]}",
+            hint="pass --port N or put --port N in the unit's ExecStart=",
+        )
+    directory = service.working_directory
+    launch = LaunchSpec(
+        name=unit.stem,
+        port=chosen,
+        engine=engine or (serve.engine if serve is not None else "openai"),
+        argv=service.argv,
+        env=dict(service.environment),
+        cwd=Path(directory) if directory and directory.startswith(("/", "${")) else None,
+    )
+    return fill_variables(launch, variables or {})
 
 
 def patched_files(bundle_dir: Path) -> tuple[PatchedFile, ...]:
@@ -151,8 +214,12 @@ def spec_from_bundle_dir(
     timeouts: Timeouts | None = None,
     keep_going: bool = False,
     log_dir: Path | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> LadderSpec:
-    """Read bundle.toml's [source], [launch] and [ladder], and patches/patches.toml."""
+    """Read bundle.toml's [source], [launch] and [ladder], and patches/patches.toml.
+
+    `variables` fills ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS} in the launch
+    commands (argv, shell, env, cwd) with the target's paths."""
     path = bundle_dir / "bundle.toml"
     document = _load(path)
     source = _table(document, "source", path)
@@ -166,7 +233,9 @@ def spec_from_bundle_dir(
     commands = launch_table.get("commands", [])
     if not isinstance(commands, list):
         raise BundleFormatError(f"{path}: [launch] commands must be an array of tables")
-    launches = [launch_from_table(entry, str(path)) for entry in commands]
+    launches = [
+        fill_variables(launch_from_table(entry, str(path)), variables or {}) for entry in commands
+    ]
     launch = _pick_launch(launches, launch_name, path)
 
     expected_text = ladder.get("expected_text")

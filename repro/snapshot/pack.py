@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +47,7 @@ from repro.hashing import hash_files
 from repro.memberfill import not_as_recorded
 from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name
+from repro.servecmd import DEFAULT_PORTS
 from repro.signing import find_ssh_keygen
 from repro.snapshot import services as unit_capture
 from repro.snapshot.bundlewriter import (
@@ -99,7 +101,6 @@ Progress = Callable[[str], None]
 _SUFFIX: dict[Compression, str] = {"none": ".tar", "gz": ".tar.gz", "zst": ".tar.zst"}
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 _PORT = re.compile(r"--port[ =](\d+)")
-DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000, "openai": 8000}
 
 
 @dataclass(frozen=True)
@@ -301,19 +302,27 @@ def _tool_wheel_inputs() -> ToolWheelInputs:
     return tool_wheel_inputs()
 
 
-def _units(options: PackOptions, config: Config, facts: EnvironmentFacts) -> list[Any]:
+def _units(
+    options: PackOptions, config: Config, facts: EnvironmentFacts
+) -> list[unit_capture.CapturedUnit]:
     paths = list(config.services.units)
     if not paths:
         paths = unit_capture.discover_units(options.source / "services")
     paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
-    models_dir = config.models.drafter.parent if config.models.drafter else None
+    configured = [config.models.drafter] if config.models.drafter else []
     mapping = unit_capture.PathMap.build(
-        venv=Path(facts.python.prefix), home=options.source.resolve(), models=models_dir
+        venv=Path(facts.python.prefix),
+        home=options.source.resolve(),
+        model_dirs=[*configured, *config.models.others.values()],
     )
     return [unit_capture.capture_unit(path, mapping) for path in paths]
 
 
-def _models(options: PackOptions, config: Config) -> list[ModelReference]:
+def _models(
+    options: PackOptions, config: Config, units: Sequence[unit_capture.CapturedUnit] = ()
+) -> tuple[list[ModelReference], list[str]]:
+    """References of repro.toml's [models], the workspace's drafter/, and each model
+    directory a unit's ExecStart= names (by its directory name); with warnings."""
     refs: list[ModelReference] = []
     drafter = config.models.drafter
     if drafter is None and (options.source / "drafter").is_dir():
@@ -324,10 +333,34 @@ def _models(options: PackOptions, config: Config) -> list[ModelReference]:
         )
     for name, path in sorted(config.models.others.items()):
         refs.append(describe_model(path, name=name, role="target", workspace=options.source))
-    return refs
+    known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
+    names = {ref.name for ref in refs}
+    warnings: list[str] = []
+    for model in unit_capture.models_named_by_units(units):
+        if _resolved(model.path) in known:
+            continue
+        if model.name in names:
+            warnings.append(
+                f"{model.path}: a unit names it, but another model is already called "
+                f"{model.name!r}; not referenced (name it in repro.toml [models])"
+            )
+            continue
+        refs.append(
+            describe_model(model.path, name=model.name, role=model.role, workspace=options.source)
+        )
+        known.add(_resolved(model.path))
+        names.add(model.name)
+    return refs, warnings
 
 
-def _launch(config: Config) -> LaunchInfo:
+def _resolved(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _launch(config: Config, units: Sequence[unit_capture.CapturedUnit] = ()) -> LaunchInfo:
+    """repro.toml's [launch] commands; without them, one per unit that runs a server."""
+    if not config.launch.commands:
+        return LaunchInfo(tuple(unit.launch for unit in units if unit.launch is not None))
     commands = []
     for index, text in enumerate(config.launch.commands):
         engine: Engine = "sglang" if "sglang" in text else "vllm" if "vllm" in text else "openai"
@@ -606,7 +639,8 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         units = units_job.result()
         for unit in units:
             warnings += unit.warnings
-        models = _models(options, config)
+        models, model_warnings = _models(options, config, units)
+        warnings += model_warnings
         carried = []
         secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
         sized, left_out = split_by_size(config.files.matched, source)
@@ -674,7 +708,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             created=created,
             tool_version=__version__,
             source=source_info(facts),
-            launch=_launch(config),
+            launch=_launch(config, units),
             ladder=LadderInfo(
                 rungs=config.ladder.rungs,
                 expected_text=None,
@@ -841,13 +875,22 @@ def _add_patches(members: Members, patches: Sequence[CollectedPatch]) -> None:
     members.add("patches/patches.toml", dump_patchset(entries))
 
 
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./${}-]+")
+
+
+def _display(argv: Sequence[str]) -> str:
+    """A command for people to read: words quoted only where a shell needs it, the
+    ${REPRO_*} variables left readable."""
+    return " ".join(arg if _PLAIN_WORD.fullmatch(arg) else shlex.quote(arg) for arg in argv)
+
+
 def _reproduce_facts(
     info: BundleInfo,
     facts: EnvironmentFacts,
     bundle_file: str,
     vault: VaultReport,
     patches: Sequence[CollectedPatch],
-    units: Sequence[Any],
+    units: Sequence[unit_capture.CapturedUnit],
     models: Sequence[ModelReference],
 ) -> ReproduceFacts:
     source = info.source
@@ -882,7 +925,9 @@ def _reproduce_facts(
         )
     launch = []
     for command in info.launch.commands:
-        launch.append(command.shell or " ".join(command.argv or ()))
+        text = command.shell or _display(command.argv or ())
+        origin = f"from services/{command.unit}" if command.unit else "from repro.toml [launch]"
+        launch.append((f"{command.name} ({command.engine}, port {command.port}; {origin})", text))
     model_lines = [
         f"{m.name} ({m.role}): {m.repo_id or m.local_path}"
         + (f" @ {m.revision}" if m.revision else "")

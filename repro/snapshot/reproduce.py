@@ -39,7 +39,7 @@ class ReproduceFacts:
     vault: Sequence[tuple[str, str, str]] = ()
     patches: Sequence[PatchSummary] = ()
     services: Sequence[str] = ()
-    launch: Sequence[str] = ()
+    launch: Sequence[tuple[str, str]] = ()  # (what it is and where from, the command)
     models: Sequence[str] = ()
 
 
@@ -85,8 +85,14 @@ def _vault_table(vault: Sequence[tuple[str, str, str]]) -> str:
     return "\n".join(rows)
 
 
+def _launch_list(launch: Sequence[tuple[str, str]]) -> str:
+    if not launch:
+        return "_No launch command recorded._"
+    blocks = [f"- {label}:\n\n      {command}" for label, command in launch]
+    return "\n\n".join(blocks)
+
+
 def render_reproduce(facts: ReproduceFacts) -> str:
-    launch = "\n".join(f"    {line}" for line in facts.launch) if facts.launch else ""
     return _template("REPRODUCE.md.tmpl").substitute(
         name=facts.name,
         version=facts.version,
@@ -101,7 +107,7 @@ def render_reproduce(facts: ReproduceFacts) -> str:
         vault=_vault_table(facts.vault),
         patches=_patch_table(facts.patches),
         services=_bullets(facts.services, "No systemd units."),
-        launch=launch or "_No launch command recorded._",
+        launch=_launch_list(facts.launch),
         models=_bullets(facts.models, "No model references."),
     )
 

@@ -1,22 +1,27 @@
 """Capture systemd units for a bundle.
 
-Absolute paths that point into the source venv, workspace or models directory
-become ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS}, which the unpacker
-fills in with the target's paths. Files named by EnvironmentFile= come along,
-with secret-looking values redacted.
+Absolute paths that point into the source venv or workspace become ${REPRO_VENV}
+and ${REPRO_HOME}; a model directory outside both becomes ${REPRO_MODELS}/<its
+name>. The unpacker fills them in with the target's paths. Files named by
+EnvironmentFile= come along, with secret-looking values redacted. A unit whose
+ExecStart= runs a server (repro.servecmd) gives a launch command for the ladder.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle import LaunchCommand, Role
 from repro.errors import InputError
-from repro.secrets import redact_assignment
+from repro.secrets import is_secret_name, redact_assignment
+from repro.servecmd import PortNotANumber, model_arguments, serve_command
+from repro.unitexec import ServiceExec, parse_service
 
 UNIT_SUFFIXES = (".service", ".socket", ".timer", ".path", ".target", ".mount")
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
@@ -27,24 +32,54 @@ _ENV_FILE = re.compile(r"^\s*EnvironmentFile\s*=\s*-?(?P<path>\S+)\s*$", re.MULT
 
 @dataclass(frozen=True)
 class PathMap:
-    """Source paths and the variable each becomes, longest first."""
+    """Source paths and what each becomes, longest first."""
 
     pairs: tuple[tuple[str, str], ...]
 
     @classmethod
-    def build(cls, *, venv: Path | None, home: Path | None, models: Path | None) -> PathMap:
+    def build(
+        cls, *, venv: Path | None, home: Path | None, model_dirs: Iterable[Path] = ()
+    ) -> PathMap:
+        """The venv becomes ${REPRO_VENV}, the workspace ${REPRO_HOME}, and each model
+        directory outside both ${REPRO_MODELS}/<its name>."""
         pairs = [
             (str(path), f"${{{name}}}")
-            for name, path in zip(VARIABLES, (venv, home, models), strict=True)
+            for name, path in (("REPRO_VENV", venv), ("REPRO_HOME", home))
             if path is not None
         ]
-        pairs.sort(key=lambda pair: len(pair[0]), reverse=True)
-        return cls(tuple(pairs))
+        return cls(_longest_first(pairs)).with_models(model_dirs)
+
+    def covers(self, path: str) -> bool:
+        """True when `path` is one of the mapped paths or inside one."""
+        return any(path == source or path.startswith(source + "/") for source, _ in self.pairs)
+
+    def with_models(self, model_dirs: Iterable[Path | str]) -> PathMap:
+        """Each absolute model directory not covered yet: ${REPRO_MODELS}/<basename>."""
+        mapped = self
+        for model_dir in model_dirs:
+            text = os.path.normpath(str(model_dir))
+            if os.path.isabs(text) and text != "/" and not mapped.covers(text):
+                pair = (text, f"${{REPRO_MODELS}}/{os.path.basename(text)}")
+                mapped = PathMap(_longest_first((*mapped.pairs, pair)))
+        return mapped
 
     def templatize(self, text: str) -> str:
         for source, variable in self.pairs:
-            text = re.sub(re.escape(source) + r"(?=/|\s|$|[\"':;])", variable, text)
+            text = re.sub(re.escape(source) + r"(?=/|\s|$|[\"':;\\])", variable, text)
         return text
+
+
+def _longest_first(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pairs, key=lambda pair: len(pair[0]), reverse=True))
+
+
+@dataclass(frozen=True)
+class UnitModel:
+    """A model directory a unit's ExecStart= names, as it is on the source."""
+
+    path: Path
+    role: Role
+    name: str  # the directory's name: ${REPRO_MODELS}/<name> on the target
 
 
 @dataclass(frozen=True)
@@ -62,6 +97,8 @@ class CapturedUnit:
     content: bytes
     environment_files: tuple[EnvironmentFile, ...]
     warnings: tuple[str, ...]
+    launch: LaunchCommand | None = None  # when ExecStart= runs a server
+    models: tuple[UnitModel, ...] = ()  # model directories ExecStart= names
 
 
 def validate_unit_name(name: str, *, source: str) -> None:
@@ -131,12 +168,80 @@ def _verify_with_systemd(path: Path, timeout: float = 30) -> list[str]:
     return [f"{path.name}: {line}" for line in lines if line]
 
 
+def unit_models(service: ServiceExec) -> tuple[UnitModel, ...]:
+    """The model directories a command names that exist here, each once: the values of
+    the model flags (repro.servecmd.MODEL_FLAGS) and vLLM's positional model."""
+    found: dict[Path, UnitModel] = {}
+    for argument in model_arguments(service.argv):
+        path = Path(os.path.normpath(argument.value))
+        if path.is_absolute() and path.is_dir() and path not in found:
+            found[path] = UnitModel(path, argument.role, path.name)
+    return tuple(found.values())
+
+
+def models_named_by_units(units: Iterable[CapturedUnit]) -> list[UnitModel]:
+    """For the pack: each model directory any captured unit names, once (the role of
+    its first naming)."""
+    found: dict[Path, UnitModel] = {}
+    for unit in units:
+        for model in unit.models:
+            found.setdefault(model.path, model)
+    return list(found.values())
+
+
+def _working_directory(value: str | None) -> str | None:
+    """WorkingDirectory= as a launch's cwd: an absolute or ${REPRO_*} path; "~" (the
+    user's home) and relative values are not kept."""
+    if value is None or not (value.startswith("/") or value.startswith("${REPRO_")):
+        return None
+    return value
+
+
+def unit_launch(service: ServiceExec) -> tuple[LaunchCommand | None, list[str]]:
+    """The launch command of a unit whose ExecStart= runs a server, with warnings."""
+    try:
+        serve = serve_command(service.argv)
+    except PortNotANumber as exc:
+        return None, [
+            f"{service.unit}: ExecStart= --port {str(exc)!r} is not a port number; "
+            "no launch command taken"
+        ]
+    if serve is None:
+        return None, []
+    secret = sorted(name for name in service.environment if is_secret_name(name))
+    env = {k: v for k, v in sorted(service.environment.items()) if k not in secret}
+    warnings = [
+        f"{service.unit}: Environment={name} looks like a credential; "
+        "not recorded in the launch command"
+        for name in secret
+    ]
+    launch = LaunchCommand(
+        name=service.unit.rpartition(".")[0] or service.unit,
+        port=serve.port,
+        engine=serve.engine,
+        argv=service.argv,
+        env=env,
+        cwd=_working_directory(service.working_directory),
+        unit=service.unit,
+    )
+    return launch, warnings
+
+
 def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> CapturedUnit:
     validate_unit_name(path.name, source=str(path))
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read unit file: {exc}") from exc
+    # Model directories named in ExecStart= become references: inside the workspace
+    # through ${REPRO_HOME}, outside it ${REPRO_MODELS}/<name> each.
+    source_service = parse_service(text, unit=path.name)
+    models = unit_models(source_service)
+    paths = paths.with_models(
+        argument.value
+        for argument in model_arguments(source_service.argv)
+        if argument.value.startswith("/")
+    )
     env_files: list[EnvironmentFile] = []
     warnings: list[str] = []
     for match in _ENV_FILE.finditer(text):
@@ -159,12 +264,19 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
         warnings.extend(f"{env_path}: value of {key} redacted" for key in redacted)
     if verify:
         warnings.extend(_verify_with_systemd(path))
+    content = paths.templatize(text)
+    service = parse_service(content, unit=path.name)
+    warnings.extend(service.warnings)
+    launch, launch_warnings = unit_launch(service)
+    warnings.extend(launch_warnings)
     return CapturedUnit(
         name=path.name,
         source=path,
-        content=paths.templatize(text).encode(),
+        content=content.encode(),
         environment_files=tuple(env_files),
         warnings=tuple(warnings),
+        launch=launch,
+        models=models,
     )
 
 
