@@ -16,8 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -141,6 +142,7 @@ def _run(
     what: str,
     env: Mapping[str, str] | None = None,
     hint: str | None = None,
+    cwd: Path | None = None,
 ) -> str:
     try:
         result = subprocess.run(
@@ -150,6 +152,7 @@ def _run(
             timeout=INSTALL_TIMEOUT,
             check=False,
             env=dict(env) if env is not None else None,
+            cwd=cwd,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{what}: {exc}") from exc
@@ -212,6 +215,21 @@ def _clean_env() -> dict[str, str]:
 
 
 def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> None:
+    """Install exactly `plan.lock` into the venv of `interpreter`, resolving nothing.
+
+    The installer runs in an empty directory of its own: pip-sync lists the installed
+    set from the target's sys.path, which starts with the working directory, and would
+    try to uninstall any `*.egg-info` it finds there (a checkout's own, say)."""
+    plan = replace(
+        plan,
+        lock=plan.lock.resolve(),
+        wheels=plan.wheels.resolve() if plan.wheels is not None else None,
+    )
+    with tempfile.TemporaryDirectory(prefix="repro-install-") as neutral:
+        _install(interpreter, plan, installer, cwd=Path(neutral))
+
+
+def _install(interpreter: Path, plan: InstallPlan, installer: Installer, *, cwd: Path) -> None:
     env = _clean_env()
     if installer == "uv":
         uv = find_uv()
@@ -223,7 +241,7 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
         if plan.offline:
             argv += ["--offline"]
         argv += [*_source_args(plan), str(plan.lock)]
-        _run(argv, what="uv pip sync", env=env, hint=INSTALL_HINT)
+        _run(argv, what="uv pip sync", env=env, hint=INSTALL_HINT, cwd=cwd)
         return
     pip_sync = Path(sys.executable).with_name("pip-sync")
     base = [str(pip_sync)] if pip_sync.exists() else [sys.executable, "-m", "piptools", "sync"]
@@ -232,7 +250,7 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
     argv += ["--pip-args", "--no-deps"]
     argv += [*_source_args(plan), str(plan.lock)]
     env["PIP_CONFIG_FILE"] = os.devnull
-    _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT)
+    _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT, cwd=cwd)
 
 
 def read_installed(interpreter: Path) -> dict[str, str]:
