@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from repro.cli._common import JOBS_DEFAULT, echo_json
@@ -128,6 +129,7 @@ def _summary(console: Console, result: PackResult) -> None:
     table.add_row("files", str(len(result.files)))
     console.print(table)
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        # escaped: a requirement's extras (`uvicorn[standard]`) are not markup
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     if result.path is not None and not sys.stdout.isatty():
         click.echo(str(result.path))

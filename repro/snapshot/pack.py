@@ -79,6 +79,7 @@ from repro.snapshot.reproduce import (
     render_reproduce,
     render_setup_env,
 )
+from repro.snapshot.requirements_check import UnmetRequirement, check_environment, describe_unmet
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.scancache import ScanCache
 from repro.snapshot.vault import VaultEntry, VaultReport, hash_vault, plan_vault, select_vault
@@ -134,6 +135,7 @@ class PackResult:
     members: int
     bundle_bytes: int
     warnings: tuple[str, ...]
+    unmet_requirements: tuple[UnmetRequirement, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +151,7 @@ class PackResult:
             "members": self.members,
             "bundle_bytes": self.bundle_bytes,
             "warnings": list(self.warnings),
+            "unmet_requirements": [u.to_json() for u in self.unmet_requirements],
         }
 
 
@@ -492,6 +495,8 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         dists = list_installed(site)
         if Path(facts.python.platlib) != site:
             dists += list_installed(Path(facts.python.platlib))
+        # pip check's findings, from the METADATA files while the files are hashed
+        unmet_job = background.submit(check_environment, python, dists)
         vault_dir = temp / "wheels"
         tags = tags_job.result() if tags_job is not None else None
         selection = select_vault(
@@ -584,6 +589,10 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 for path in carrier.carried
             ]
 
+        unmet = unmet_job.result()
+        unmet_warning = describe_unmet(unmet)
+        if unmet_warning is not None:
+            warnings.append(unmet_warning)
         units = units_job.result()
         for unit in units:
             warnings += unit.warnings
@@ -680,7 +689,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 members.add(f"tool/wheels/{wheel_path.name}", wheel_path)
         members.add(
             "env/pack-report.json",
-            _pack_report(scan, sorted(set(warnings))),
+            _pack_report(scan, sorted(set(warnings)), unmet),
         )
 
         # The scan's results left (files no rebuilt wheel holds) go before the writing.
@@ -719,13 +728,15 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         members=len(members.items) + (2 if options.sign else 1),
         bundle_bytes=size,
         warnings=tuple(sorted(set(warnings))),
+        unmet_requirements=unmet,
     )
 
 
-def _pack_report(scan: ScanReport, warnings: list[str]) -> bytes:
+def _pack_report(scan: ScanReport, warnings: list[str], unmet: Sequence[UnmetRequirement]) -> bytes:
     document = {
         "installed_bytes": scan.bytes_checked,
         "installed_files": scan.files_checked,
+        "unmet_requirements": [u.to_json() for u in unmet],
         "warnings": warnings,
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
