@@ -8,6 +8,7 @@ made incomplete on purpose) and runs the real `repro pack`.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from packaging.markers import default_environment
 
+from repro.install.installer import find_uv
 from repro.snapshot.installed import list_installed
 from repro.snapshot.requirements_check import (
     DistRequirements,
@@ -181,6 +183,31 @@ def test_real_sglang_installed_without_its_dependencies(sglang_env: Venv) -> Non
     version = sglang[0].version
     assert f"sglang {version} requires aiohttp, which is not installed" in {
         u.describe() for u in sglang
+    }
+
+
+@pytest.mark.slow
+def test_a_venv_without_pip_made_by_uv_on_another_python(tmp_path: Path) -> None:
+    """No pip and no packaging in the target, and not the tool's Python: still checked."""
+    uv = find_uv()
+    assert uv is not None
+    venv = tmp_path / "venv"
+    for argv in (
+        [str(uv), "venv", "--quiet", "--python", str(PYTHON_312), str(venv)],
+        [str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+         "--no-deps", "requests==2.32.3"],
+    ):  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr
+    site = venv / "lib" / "python3.12" / "site-packages"
+    dists = list_installed(site)
+    assert [d.canonical_name for d in dists] == ["requests"]
+    unmet = check_environment(venv / "bin" / "python", dists)
+    assert {u.describe() for u in unmet} == {
+        "requests 2.32.3 requires certifi>=2017.4.17, which is not installed",
+        "requests 2.32.3 requires charset-normalizer<4,>=2, which is not installed",
+        "requests 2.32.3 requires idna<4,>=2.5, which is not installed",
+        "requests 2.32.3 requires urllib3<3,>=1.21.1, which is not installed",
     }
 
 
