@@ -7,7 +7,9 @@ repro's own patch transaction), a systemd unit, a drafter config and model
 card, a bench script with results. The demo packs it, checks the bundle,
 tampers with a copy to show the check catching it, unpacks offline at another
 path and climbs the smoke ladder there. The workspace is cached, so a second
-run only repeats the round trip.
+run only repeats the round trip. Everything else a run writes (the bundle, the
+tampered copy, the rebuilt target) goes into one work directory of the run,
+removed when the run ends, passed or failed, unless it is asked to be kept.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.check import CheckOptions, check_target
-from repro.errors import ReproError
+from repro.errors import ReproError, UsageError
 from repro.install.patching import apply_patches
 from repro.install.smoke import ladder_step
 from repro.install.unpack import UnpackOptions, unpack
@@ -60,17 +62,27 @@ class DemoStep:
 
 @dataclass
 class DemoReport:
+    workdir: Path
     steps: list[DemoStep] = field(default_factory=list)
     bundle: Path | None = None
     target: Path | None = None
+    kept: bool = False  # the work directory is still there (asked for, or not removable)
 
     @property
     def ok(self) -> bool:
         return all(step.ok for step in self.steps)
 
+    @property
+    def logs(self) -> Path | None:
+        """Where the rebuilt target's unpack report and ladder logs are, while kept."""
+        logs = self.target / ".repro" if self.target is not None else None
+        return logs if self.kept and logs is not None and logs.is_dir() else None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "workdir": str(self.workdir),
+            "kept": self.kept,
             "bundle": str(self.bundle) if self.bundle else None,
             "target": str(self.target) if self.target else None,
             "steps": [
@@ -113,13 +125,18 @@ def torch_available_offline(python: Path) -> bool:
     return result.returncode == 0
 
 
-def build_workspace(root: Path, *, with_torch: bool | None) -> tuple[Path, bool]:
-    """The example workspace under `root` (cached: built once per recipe)."""
+def workspace_dir(root: Path, *, with_torch: bool | None) -> Path:
+    """Where the cached example workspace of this recipe lives under `root`."""
     recipe = hashlib.sha256(
         json.dumps([PACKAGES, TORCH, with_torch, sys.version_info[:2]]).encode()
         + (shipped_patch_set() / "patches.toml").read_bytes()
     ).hexdigest()[:16]
-    workspace = root / f"dflash-{recipe}"
+    return root / f"dflash-{recipe}"
+
+
+def build_workspace(root: Path, *, with_torch: bool | None) -> tuple[Path, bool]:
+    """The example workspace under `root` (cached: built once per recipe)."""
+    workspace = workspace_dir(root, with_torch=with_torch)
     marker = workspace / ".demo-ready"
     if marker.exists():
         return workspace, json.loads(marker.read_text())["torch"]
@@ -182,14 +199,65 @@ def _tamper(bundle: Path, copy: Path) -> str:
     return "REPRODUCE.md"
 
 
+def open_workdir(workdir: Path | None) -> tuple[Path, bool]:
+    """The run's work directory and whether this run created it: a new temporary one,
+    or `workdir`, which must be new or empty (all it holds afterwards is the run's)."""
+    if workdir is None:
+        return Path(tempfile.mkdtemp(prefix="repro-demo-")), True
+    if workdir.exists() and not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir}: not a directory")
+    if workdir.is_dir() and any(workdir.iterdir()):
+        raise UsageError(
+            f"--workdir {workdir}: not empty; the demo removes what its run writes there",
+            hint="pass a new or empty directory, or leave --workdir out for a temporary one",
+        )
+    created = not workdir.exists()
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir, created
+
+
+def remove_workdir(workdir: Path, *, created: bool) -> bool:
+    """Remove the run's work directory (its contents only, when it was there before the
+    run); True when nothing of it is left."""
+    if created:
+        shutil.rmtree(workdir, ignore_errors=True)
+        return not workdir.exists()
+    for child in list(workdir.iterdir()):
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+    return not any(workdir.iterdir())
+
+
 def run_demo(
-    workdir: Path,
+    workdir: Path | None = None,
     *,
+    keep: bool = False,
     cache: Path | None = None,
     with_torch: bool | None = None,
     say: Callable[[DemoStep], None] | None = None,
 ) -> DemoReport:
-    report = DemoReport()
+    """The round trip in a work directory of its own (`workdir`, new or empty, or a
+    temporary one), removed at the end, passed or failed, unless `keep`. The cached
+    example workspace is not part of it and stays."""
+    root, created = open_workdir(workdir)
+    report = DemoReport(workdir=root, kept=True)
+    try:
+        _round_trip(report, cache=cache, with_torch=with_torch, say=say)
+    finally:
+        report.kept = keep or not remove_workdir(root, created=created)
+    return report
+
+
+def _round_trip(
+    report: DemoReport,
+    *,
+    cache: Path | None,
+    with_torch: bool | None,
+    say: Callable[[DemoStep], None] | None,
+) -> None:
+    workdir = report.workdir
     emit = say or (lambda step: None)
 
     def step(name: str, action: Callable[[], str]) -> bool:
@@ -206,7 +274,6 @@ def run_demo(
 
     cache_dir = cache or default_cache_dir()
     state: dict[str, Any] = {}
-    workdir.mkdir(parents=True, exist_ok=True)
 
     def make_workspace() -> str:
         workspace, torch = build_workspace(cache_dir / "demo", with_torch=with_torch)
@@ -277,4 +344,3 @@ def run_demo(
     ok = ok and step("check", do_check)
     ok = ok and step("tamper", do_tamper)
     ok = ok and step("unpack", do_unpack)
-    return report

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Main job on an embedded default: sets up its own venv, then runs `repro demo`.
+# The run's work directory is removed when it ends; pass --keep to keep it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

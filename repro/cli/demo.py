@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import click
 from rich.console import Console
 
 from repro.cli._common import echo_json
-from repro.demo import DemoStep, run_demo
+from repro.demo import DemoReport, DemoStep, run_demo
 from repro.errors import EXIT_INVALID, EXIT_OK
 
 
@@ -17,7 +16,14 @@ from repro.errors import EXIT_INVALID, EXIT_OK
 @click.option(
     "--workdir",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Where bundles and the rebuilt environment go (default: a new temp directory).",
+    help="The run's work directory, new or empty: the bundle, a tampered copy, the rebuilt "
+    "environment (default: a new directory in the temp folder).",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep the work directory (default: removed when the demo ends, passed or failed; "
+    "the cached example workspace is kept either way).",
 )
 @click.option(
     "--torch/--no-torch",
@@ -26,7 +32,7 @@ from repro.errors import EXIT_INVALID, EXIT_OK
     help="Put torch's CPU build in the example (default: when pip has it locally).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-def demo_command(workdir: Path | None, with_torch: bool | None, as_json: bool) -> int:
+def demo_command(workdir: Path | None, keep: bool, with_torch: bool | None, as_json: bool) -> int:
     """Show the whole round trip on an example deployment; needs no GPU."""
     console = Console(stderr=True)
 
@@ -34,10 +40,29 @@ def demo_command(workdir: Path | None, with_torch: bool | None, as_json: bool) -
         mark = "[green]ok[/green]  " if step.ok else "[bold red]FAIL[/bold red]"
         console.print(f"{mark} {step.name:9} {step.seconds:6.1f} s  {step.proved}", highlight=False)
 
-    root = workdir or Path(tempfile.mkdtemp(prefix="repro-demo-"))
-    report = run_demo(root, with_torch=with_torch, say=say)
+    report = run_demo(workdir, keep=keep, with_torch=with_torch, say=say)
     if as_json:
         echo_json(report.to_json())
-    if report.bundle is not None:
-        console.print(f"bundle: {report.bundle}")
+    _where(console, report)
     return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _where(console: Console, report: DemoReport) -> None:
+    """Where the run's files are, or that they are gone."""
+    if report.kept:
+        console.print(f"work directory kept: {report.workdir}", highlight=False, soft_wrap=True)
+        if report.bundle is not None:
+            console.print(f"bundle: {report.bundle}", highlight=False, soft_wrap=True)
+        if report.target is not None:
+            console.print(f"rebuilt target: {report.target}", highlight=False, soft_wrap=True)
+        if not report.ok and report.logs is not None:
+            console.print(
+                f"logs: {report.logs} (unpack-report.json, the ladder's logs)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        return
+    again = " (run again with --keep to keep it and its logs)" if not report.ok else ""
+    console.print(
+        f"work directory removed: {report.workdir}{again}", highlight=False, soft_wrap=True
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from repro.cli._common import JOBS_DEFAULT, echo_json
@@ -128,8 +129,9 @@ def _summary(console: Console, result: PackResult) -> None:
     table.add_row("files", str(len(result.files)))
     console.print(table)
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False, markup=False)
+        # escaped: a requirement's extras (`uvicorn[standard]`) are not markup
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     for item in result.left_out:
-        console.print(f"left out: {item}", highlight=False, markup=False)
+        console.print(f"left out: {escape(item)}", highlight=False)
     if result.path is not None and not sys.stdout.isatty():
         click.echo(str(result.path))

@@ -1,8 +1,12 @@
 """Create a fresh venv and install exactly a bundle's lock into it.
 
 Two installers: `uv pip sync` (fast, when uv is available) and pip-tools'
-`pip-sync --python-executable`. Either way the installed set is read back
-through the new interpreter and compared with the lock.
+`pip-sync --python-executable`. Both install exactly the lock and resolve
+nothing: uv pip sync never adds a listed requirement's dependencies, and pip-sync
+is given `--pip-args --no-deps` (it runs `pip install -r`, which would otherwise
+resolve them, and fail offline for an environment that is not dependency-complete).
+Either way the installed set is read back through the new interpreter and
+compared with the lock.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -98,12 +103,46 @@ INSTALL_HINT = (
 )
 
 
+# pip-sync runs pip with check=True: a failed pip ends in a traceback of pip-sync's
+# own (CalledProcessError) after pip's error lines, which say what went wrong.
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+
+
+def installer_lines(output: str) -> list[str]:
+    """The installer's own lines: Python tracebacks left out, the exception of each
+    kept unless it only says that a subprocess (pip) failed."""
+    kept: list[str] = []
+    in_traceback = False
+    for line in output.splitlines():
+        if line.strip() == _TRACEBACK:
+            in_traceback = True
+            continue
+        if in_traceback:
+            if not line or line[0].isspace():
+                continue
+            in_traceback = False
+            if not line.startswith("subprocess.CalledProcessError"):
+                kept.append(line)
+            continue
+        if line.strip() in _CHAINED:
+            continue
+        kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return kept
+
+
 def _run(
     argv: Sequence[str],
     *,
     what: str,
     env: Mapping[str, str] | None = None,
     hint: str | None = None,
+    cwd: Path | None = None,
 ) -> str:
     try:
         result = subprocess.run(
@@ -113,11 +152,13 @@ def _run(
             timeout=INSTALL_TIMEOUT,
             check=False,
             env=dict(env) if env is not None else None,
+            cwd=cwd,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{what}: {exc}") from exc
     if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        lines = installer_lines((result.stdout + "\n" + result.stderr).strip())
+        tail = "\n".join(lines[-25:]) or "(no output)"
         raise InstallError(f"{what} failed (exit {result.returncode}):\n{tail}", hint=hint)
     return result.stdout
 
@@ -174,23 +215,42 @@ def _clean_env() -> dict[str, str]:
 
 
 def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> None:
+    """Install exactly `plan.lock` into the venv of `interpreter`, resolving nothing.
+
+    The installer runs in an empty directory of its own: pip-sync lists the installed
+    set from the target's sys.path, which starts with the working directory, and would
+    try to uninstall any `*.egg-info` it finds there (a checkout's own, say)."""
+    plan = replace(
+        plan,
+        lock=plan.lock.resolve(),
+        wheels=plan.wheels.resolve() if plan.wheels is not None else None,
+    )
+    with tempfile.TemporaryDirectory(prefix="repro-install-") as neutral:
+        _install(interpreter, plan, installer, cwd=Path(neutral))
+
+
+def _install(interpreter: Path, plan: InstallPlan, installer: Installer, *, cwd: Path) -> None:
     env = _clean_env()
     if installer == "uv":
         uv = find_uv()
         assert uv is not None
+        # `uv pip sync` installs the listed requirements and none of their
+        # dependencies (no --strict: an incomplete lock is installed as it is).
         argv = [str(uv), "pip", "sync", "--python", str(interpreter), "--quiet"]
         argv += ["--no-config", "--index-strategy", "unsafe-best-match"]
         if plan.offline:
             argv += ["--offline"]
         argv += [*_source_args(plan), str(plan.lock)]
-        _run(argv, what="uv pip sync", env=env, hint=INSTALL_HINT)
+        _run(argv, what="uv pip sync", env=env, hint=INSTALL_HINT, cwd=cwd)
         return
     pip_sync = Path(sys.executable).with_name("pip-sync")
     base = [str(pip_sync)] if pip_sync.exists() else [sys.executable, "-m", "piptools", "sync"]
     argv = [*base, "--python-executable", str(interpreter), "-q"]
+    # Exactly the lock, as uv does: pip installs the listed pins and resolves nothing.
+    argv += ["--pip-args", "--no-deps"]
     argv += [*_source_args(plan), str(plan.lock)]
     env["PIP_CONFIG_FILE"] = os.devnull
-    _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT)
+    _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT, cwd=cwd)
 
 
 _SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"

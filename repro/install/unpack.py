@@ -289,6 +289,15 @@ def _preflight_inputs(
     )
 
 
+def _unmet_at_pack_time(bundle_dir: Path) -> int:
+    """How many requirements `repro pack` found unmet in the source (pip check)."""
+    report = bundle_dir / "env" / "pack-report.json"
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        unmet = json.loads(report.read_text()).get("unmet_requirements", [])
+        return len(unmet) if isinstance(unmet, list) else 0
+    return 0
+
+
 def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
     """Vault wheels that are there because no index serves them (not only --wheels all)."""
     path = bundle_dir / "env" / "vault.toml"
@@ -480,11 +489,14 @@ def _install_steps(
             install_lock(interpreter, plan, installer)
             pins = {pin.name: pin.version for pin in lock.pins}
             verify_installed(interpreter, pins)
-            run.done(
-                "install",
-                f"{len(pins)} distributions installed at the pinned versions",
-                distributions=len(pins),
-            )
+            detail = f"{len(pins)} distributions installed at the pinned versions"
+            unmet = _unmet_at_pack_time(kept)
+            if unmet:
+                detail += (
+                    f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
+                    "(env/pack-report.json)"
+                )
+            run.done("install", detail, distributions=len(pins))
         if not run.skip_if_done("patch"):
             patchset = load_patchset(
                 (kept / "patches" / "patches.toml").read_bytes(), source="patches/patches.toml"

@@ -83,6 +83,7 @@ from repro.snapshot.reproduce import (
     render_reproduce,
     render_setup_env,
 )
+from repro.snapshot.requirements_check import UnmetRequirement, check_environment, describe_unmet
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.scancache import ScanCache
 from repro.snapshot.vault import VaultEntry, VaultReport, hash_vault, plan_vault, select_vault
@@ -142,6 +143,7 @@ class PackResult:
     bundle_bytes: int
     warnings: tuple[str, ...]
     left_out: tuple[str, ...] = ()
+    unmet_requirements: tuple[UnmetRequirement, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -158,6 +160,7 @@ class PackResult:
             "bundle_bytes": self.bundle_bytes,
             "warnings": list(self.warnings),
             "left_out": list(self.left_out),
+            "unmet_requirements": [u.to_json() for u in self.unmet_requirements],
         }
 
 
@@ -544,6 +547,8 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         dists = list_installed(site)
         if Path(facts.python.platlib) != site:
             dists += list_installed(Path(facts.python.platlib))
+        # pip check's findings, from the METADATA files while the files are hashed
+        unmet_job = background.submit(check_environment, python, dists)
         vault_dir = temp / "wheels"
         tags = tags_job.result() if tags_job is not None else None
         selection = select_vault(
@@ -636,6 +641,10 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
                 for path in carrier.carried
             ]
 
+        unmet = unmet_job.result()
+        unmet_warning = describe_unmet(unmet)
+        if unmet_warning is not None:
+            warnings.append(unmet_warning)
         units = units_job.result()
         for unit in units:
             warnings += unit.warnings
@@ -753,7 +762,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         )
         members.add(
             "env/pack-report.json",
-            _pack_report(scan, sorted(set(warnings)), left_out),
+            _pack_report(scan, sorted(set(warnings)), unmet, left_out),
         )
 
         # The scan's results left (files no rebuilt wheel holds) go before the writing.
@@ -793,6 +802,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         bundle_bytes=size,
         warnings=tuple(sorted(set(warnings))),
         left_out=tuple(item.describe() for item in left_out),
+        unmet_requirements=unmet,
     )
 
 
@@ -829,10 +839,16 @@ def _bootstrap_wheels(
     return bootstrap_wheels(own, own_python, cache_root, inputs, target, download=download)
 
 
-def _pack_report(scan: ScanReport, warnings: list[str], left_out: Sequence[LeftOut]) -> bytes:
+def _pack_report(
+    scan: ScanReport,
+    warnings: list[str],
+    unmet: Sequence[UnmetRequirement],
+    left_out: Sequence[LeftOut],
+) -> bytes:
     document = {
         "installed_bytes": scan.bytes_checked,
         "installed_files": scan.files_checked,
+        "unmet_requirements": [u.to_json() for u in unmet],
         "warnings": warnings,
         "left_out": [{"path": item.path, "reason": item.reason} for item in left_out],
     }
