@@ -130,8 +130,8 @@ def _summary(console: Console, result: PackResult) -> None:
     console.print(table)
     for warning in result.warnings:
         # escaped: a requirement's extras (`uvicorn[standard]`) are not markup
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     for item in result.left_out:
-        console.print(f"left out: {escape(item)}", highlight=False)
+        console.print(f"left out: {escape(item)}", highlight=False, soft_wrap=True)
     if result.path is not None and not sys.stdout.isatty():
         click.echo(str(result.path))
