@@ -36,8 +36,8 @@ def test_prune_keeps_the_most_recently_used_sets(tmp_path: Path) -> None:
 def test_prune_leaves_a_fresh_staging_directory_and_removes_a_day_old_one(
     tmp_path: Path,
 ) -> None:
-    fresh = _wheel_set(tmp_path, "a.partial", age_s=10.0, complete=False)
-    stale = _wheel_set(tmp_path, "b.partial", age_s=2 * 86400.0, complete=False)
+    fresh = _wheel_set(tmp_path, "a.partial-1-ab", age_s=10.0, complete=False)
+    stale = _wheel_set(tmp_path, "b.partial-2-cd", age_s=2 * 86400.0, complete=False)
     kept = _wheel_set(tmp_path, "c", age_s=0.0)
     assert prune_tool_wheel_cache(tmp_path, keep=1) == [stale]
     assert fresh.exists() and kept.exists() and not stale.exists()
@@ -182,3 +182,17 @@ def test_an_offline_pack_on_a_cold_cache_says_which_python_it_cannot_bootstrap(
     assert wheels and not any("-cp312-" in w for w in wheels)
     setup = read_member(result.path, "ws-1/setup_env.sh").decode()
     assert 'wheel_pythons="3.11"' in setup
+
+
+def test_two_packs_at_once_stage_apart_and_the_first_published_set_wins(tmp_path: Path) -> None:
+    from repro.snapshot.cacheset import publish, staging_for
+
+    cache = tmp_path / "set"
+    first, second = staging_for(cache), staging_for(cache)
+    assert first != second
+    (first / "a.whl").write_text("first")
+    (second / "a.whl").write_text("second")
+    assert publish(first, cache) == cache
+    assert publish(second, cache) == cache
+    assert (cache / "a.whl").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]

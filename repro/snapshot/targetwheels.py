@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 
+from repro.snapshot.cacheset import publish, staging_for
 from repro.snapshot.toolwheels import ToolWheelInputs, closure_for, marker_environment
 from repro.snapshot.vault import DOWNLOAD_TIMEOUT
 
@@ -132,9 +132,7 @@ def target_tool_wheels(
         return TargetWheels(target.version, tuple(sorted(cache.glob("*.whl"))), ())
     if not download:
         return TargetWheels(target.version, (), tuple(requirements))
-    staging = cache.with_name(cache.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    staging = staging_for(cache)
     argv = _download_argv(target, abbreviation, staging)
     missing = _download(argv, requirements, timeout=timeout)
     supported = {str(tag) for tag in target.tags}
@@ -145,9 +143,7 @@ def target_tool_wheels(
     )
     if missing:
         return TargetWheels(target.version, tuple(wheels), tuple(missing))
-    (staging / ".complete").write_text("")
-    shutil.rmtree(cache, ignore_errors=True)
-    staging.rename(cache)
+    publish(staging, cache)
     return TargetWheels(target.version, tuple(cache / w.name for w in wheels), ())
 
 

@@ -23,6 +23,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from repro.snapshot.cacheset import publish, staging_for
 from repro.snapshot.installed import InstalledDist, list_installed
 from repro.snapshot.wheelbuild import build_from_source, rebuild_wheel
 
@@ -149,9 +150,7 @@ def tool_wheels(
     if (cache / ".complete").exists():
         os.utime(cache)
         return sorted(cache.glob("*.whl"))
-    staging = cache.with_name(cache.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    staging = staging_for(cache)
     for dist in found.wanted:
         source = found.sources.get(dist.canonical_name)
         if source is not None:
@@ -162,9 +161,7 @@ def tool_wheels(
             rebuild_wheel(dist, staging, source_date_epoch=source_date_epoch)
     for wheel in staging.glob("*.whl"):
         _deflate(wheel)
-    (staging / ".complete").write_text("")
-    shutil.rmtree(cache, ignore_errors=True)
-    staging.rename(cache)
+    publish(staging, cache)
     prune_tool_wheel_cache(cache_root, keep=KEEP_TOOL_WHEEL_SETS)
     return sorted(cache.glob("*.whl"))
 
@@ -194,7 +191,9 @@ def prune_tool_wheel_cache(cache_root: Path, *, keep: int) -> list[Path]:
     complete.sort(key=lambda d: d.stat().st_mtime, reverse=True)
     stale = complete[keep:]
     day_ago = time.time() - 86400
-    stale += [d for d in cache_root.glob("*.partial") if d.is_dir() and d.stat().st_mtime < day_ago]
+    stale += [
+        d for d in cache_root.glob("*.partial-*") if d.is_dir() and d.stat().st_mtime < day_ago
+    ]
     for directory in stale:
         shutil.rmtree(directory, ignore_errors=True)
     return stale
