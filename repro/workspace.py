@@ -10,6 +10,7 @@ from repro import _toml
 from repro.config import CONFIG_NAME, Config, load_config, parse_config
 from repro.errors import UsageError
 from repro.snapshot.environment import VENV_DIRS
+from repro.snapshot.services import discover_units
 
 FILE_DIRS = ("bench", "benchmarks", "results", "reports", "docs", "scripts")
 FILE_SUFFIXES = (".md", ".sh", ".py", ".txt", ".json", ".yaml", ".yml")
@@ -31,9 +32,7 @@ def discover_workspace(source: Path) -> Discovery:
         raise UsageError(f"{source} is not a directory")
     venv = next((n for n in VENV_DIRS if (source / n / "pyvenv.cfg").is_file()), None)
     units = tuple(
-        p.relative_to(source).as_posix()
-        for p in sorted((source / "services").glob("*.service"))
-        if p.is_file()
+        p.relative_to(source).as_posix() for p in discover_units(source / "services")
     )
     drafter = "drafter" if (source / "drafter" / "config.json").is_file() else None
     files: list[str] = []
