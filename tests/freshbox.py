@@ -5,7 +5,7 @@ fresh machine (DESIGN.md, principle 8). A box here shares only the host's /usr a
 /etc, read-only; inside it:
 
 - the network is unshared: only loopback, no route out;
-- /tmp is an empty tmpfs, /usr/local is empty, /work, /root, /opt and /home are not
+- /proc, /dev and a read-only /sys as on any machine; /tmp is an empty tmpfs, /usr/local is empty, /work, /root, /opt and /home are not
   there (for "3.12" only the pyenv prefix of that Python, read-only at its own path);
 - HOME is /box/home, PATH is /usr/local/bin:/usr/bin:/bin, PIP_CONFIG_FILE is
   /dev/null and /etc's pip configuration is masked, no PIP_* or UV_* variables;
@@ -174,7 +174,9 @@ def fresh_box(
             argv += ["--symlink", os.readlink(Path("/", link)), f"/{link}"]
         elif Path("/", link).is_dir():
             argv += ["--ro-bind", f"/{link}", f"/{link}"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    # /sys read-only, as on any box: lscpu (vLLM CPU asks it for the cores) reads it
+    argv += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
+    argv += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
     argv += ["--tmpfs", "/usr/local", "--dir", "/usr/local/bin"]
     empty = shims / "empty"
     empty.write_bytes(b"")
