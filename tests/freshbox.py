@@ -5,7 +5,8 @@ fresh machine (DESIGN.md, principle 8). A box here shares only the host's /usr a
 /etc, read-only; inside it:
 
 - the network is unshared: only loopback, no route out;
-- /proc, /dev and a read-only /sys as on any machine; /tmp is an empty tmpfs, /usr/local is empty, /work, /root, /opt and /home are not
+- /proc, /dev and a read-only /sys as on any machine;
+- /tmp is an empty tmpfs, /usr/local is empty, /work, /root, /opt and /home are not
   there (for "3.12" only the pyenv prefix of that Python, read-only at its own path);
 - HOME is /box/home, PATH is /usr/local/bin:/usr/bin:/bin, PIP_CONFIG_FILE is
   /dev/null and /etc's pip configuration is masked, no PIP_* or UV_* variables;
