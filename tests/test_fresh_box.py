@@ -447,3 +447,4 @@ def test_vllm_cpu_server_rung_from_the_unit_on_a_bare_debian_box(
     assert server["facts"]["tokens_per_s"] > 0
     assert rungs["engine"]["status"] == "pass"
     assert (box.host("/box/srv/vllm/bench/prompts.txt")).read_text().startswith("The capital")
+    print(f"vLLM CPU in a fresh box, launched from its unit: {server['summary']}")
