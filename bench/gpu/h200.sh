@@ -132,7 +132,7 @@ cp /srv/rebuilt/.repro/unpack-report.json "$out/unpack-report.json" 2>/dev/null
 t=$(now); "${R[@]}" unpack /tmp/bundles/oldbox-1.tar --offline --target /srv/rebuilt --json > /tmp/unpack2.json
 echo "second unpack exit $?"; T[unpack_again]=$(ms_since $t)
 # transformers replaces its module by a lazy one: the appended line is read from the file
-/srv/rebuilt/bin/python -c 'import transformers, transformers.repro_hotfix as h; print("patched:", "REPRO_HOTFIX = True" in open(transformers.__file__).read(), h.hotfix())'
+"$(python3 -c "import json; print(json.load(open('/tmp/unpack.json'))['venv'])")/bin/python" -c 'import transformers, transformers.repro_hotfix as h; print("patched:", "REPRO_HOTFIX = True" in open(transformers.__file__).read(), h.hotfix())'
 t=$(now); "${R[@]}" unpack /tmp/bundles/oldbox-1.tar --offline --no-smoke --target /srv/rebuilt2 > /dev/null 2>&1
 echo "unpack --no-smoke exit $?"; T[unpack_no_smoke]=$(ms_since $t)
 rm -rf /srv/rebuilt2
