@@ -42,6 +42,13 @@ SGLANG = "sglang==0.5.23"
 EDITED = ("sglang/__init__.py", "sglang/version.py", "sglang/launch_server.py")
 ADDED = ("sglang/dflash_patch.py", "sglang/srt/dflash_spec.py", "sglang/dflash_bench.py")
 RESULTS = 7
+LIST_INSTALLED = (
+    "import json, importlib.metadata as m; "
+    "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
+)
+# what a new user runs on the box after `tar xf`: offline, no GPU, the ladder left out
+# (sglang cannot run on a CPU); --installer and --json are added per run
+UNPACK_ARGS = ("--offline", "--cpu", "--no-smoke")
 
 
 def _run(argv: list[str], timeout: float = 900) -> str:
@@ -206,29 +213,13 @@ def assert_deployment(box: FreshBox, target: str, source: Source) -> dict[str, s
     target_site = box.host(site.stdout.strip())
     for rel in (*EDITED, *ADDED):
         assert (target_site / rel).read_bytes() == (source.site / rel).read_bytes(), rel
-    listing = box.run(
-        [
-            python,
-            "-I",
-            "-c",
-            "import json, importlib.metadata as m; "
-            "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))",
-        ]
-    )
+    listing = box.run([python, "-I", "-c", LIST_INSTALLED])
     installed: dict[str, str] = json.loads(listing.stdout)
     return installed
 
 
 def _source_set(source: Source) -> dict[str, str]:
-    out = _run(
-        [
-            str(source.venv / "bin" / "python"),
-            "-I",
-            "-c",
-            "import json, importlib.metadata as m; "
-            "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))",
-        ]
-    )
+    out = _run([str(source.venv / "bin" / "python"), "-I", "-c", LIST_INSTALLED])
     data: dict[str, str] = json.loads(out)
     return data
 
@@ -272,9 +263,7 @@ def bootstrapped(boxes: dict[str, FreshBox], dflash: Source) -> dict[str, dict[s
                 "/box/dflash-1/setup_env.sh",
                 "--target",
                 "/box/srv/dflash",
-                "--offline",
-                "--cpu",
-                "--no-smoke",
+                *UNPACK_ARGS,
                 "--installer",
                 installer,
                 "--json",
@@ -318,9 +307,7 @@ def test_repro_unpack_of_the_archive_on_the_same_bare_box(
             "/in/dflash-1.tar",
             "--target",
             "/box/other/place",
-            "--offline",
-            "--cpu",
-            "--no-smoke",
+            *UNPACK_ARGS,
             "--installer",
             installer,
             "--json",
