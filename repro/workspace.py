@@ -31,9 +31,7 @@ def discover_workspace(source: Path) -> Discovery:
     if not source.is_dir():
         raise UsageError(f"{source} is not a directory")
     venv = next((n for n in VENV_DIRS if (source / n / "pyvenv.cfg").is_file()), None)
-    units = tuple(
-        p.relative_to(source).as_posix() for p in discover_units(source / "services")
-    )
+    units = tuple(p.relative_to(source).as_posix() for p in discover_units(source / "services"))
     drafter = "drafter" if (source / "drafter" / "config.json").is_file() else None
     files: list[str] = []
     for name in FILE_DIRS:
