@@ -31,9 +31,7 @@ def discover_workspace(source: Path) -> Discovery:
     if not source.is_dir():
         raise UsageError(f"{source} is not a directory")
     venv = next((n for n in VENV_DIRS if (source / n / "pyvenv.cfg").is_file()), None)
-    units = tuple(
-        p.relative_to(source).as_posix() for p in discover_units(source / "services")
-    )
+    units = tuple(p.relative_to(source).as_posix() for p in discover_units(source / "services"))
     drafter = "drafter" if (source / "drafter" / "config.json").is_file() else None
     files: list[str] = []
     for name in FILE_DIRS:
@@ -62,6 +60,8 @@ def _toml_list(items: tuple[str, ...]) -> str:
 
 
 def render_repro_toml(found: Discovery) -> str:
+    from repro.ladder.model import RUNG_NAMES  # the ladder package costs ~0.4 s to load
+
     name = found.source.resolve().name or "bundle"
     out = [
         f"# repro.toml for {found.source.resolve()}, written by `repro init`.",
@@ -113,7 +113,7 @@ def render_repro_toml(found: Discovery) -> str:
         '# commands = ["python -m sglang.launch_server --model-path ... --port 30000"]',
         "",
         "[ladder]",
-        '# rungs = ["import", "cuda", "server", "generate"]',
+        f"# rungs = {_toml_list(RUNG_NAMES)}   # default: every rung",
         "# timeout = 600",
         "# port = 30000",
         "",
