@@ -79,7 +79,7 @@ class LaunchSection:
 
 @dataclass(frozen=True)
 class LadderSection:
-    rungs: tuple[str, ...] = ()  # empty: the ladder's default rungs
+    rungs: tuple[str, ...] = ()  # names from RUNG_NAMES; empty: the whole ladder
     timeout: float = 600.0
     port: int | None = None
     prompt: str | None = None
@@ -334,8 +334,20 @@ def _launch(check: _Checker, table: dict[str, Any]) -> LaunchSection:
 
 
 def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
+    rungs = check.strings(table, "ladder", "rungs")
+    if rungs:
+        from repro.ladder.model import RUNG_NAMES  # the ladder package costs ~0.4 s to load
+
+        unknown = [name for name in rungs if name not in RUNG_NAMES]
+        if unknown:
+            check.problem(
+                "ladder.rungs",
+                f"unknown rung(s) {', '.join(map(repr, unknown))}; "
+                f"the rungs are {', '.join(RUNG_NAMES)}",
+            )
+            rungs = ()
     return LadderSection(
-        rungs=check.strings(table, "ladder", "rungs"),
+        rungs=rungs,
         timeout=check.number(table, "ladder", "timeout", 600.0),
         port=check.integer(table, "ladder", "port"),
         prompt=check.string(table, "ladder", "prompt"),

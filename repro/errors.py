@@ -88,6 +88,12 @@ class ConfigError(ReproError):
     exit_code = EXIT_USAGE
 
 
+class PylockError(ReproError):
+    """A pylock.toml repro rendered is not one that `packaging.pylock` accepts (a bug)."""
+
+    exit_code = EXIT_INVALID
+
+
 class ProbeError(ReproError):
     """Running the probe inside a target interpreter failed."""
 

@@ -60,6 +60,8 @@ def _toml_list(items: tuple[str, ...]) -> str:
 
 
 def render_repro_toml(found: Discovery) -> str:
+    from repro.ladder.model import RUNG_NAMES  # the ladder package costs ~0.4 s to load
+
     name = found.source.resolve().name or "bundle"
     out = [
         f"# repro.toml for {found.source.resolve()}, written by `repro init`.",
@@ -111,7 +113,7 @@ def render_repro_toml(found: Discovery) -> str:
         '# commands = ["python -m sglang.launch_server --model-path ... --port 30000"]',
         "",
         "[ladder]",
-        '# rungs = ["import", "cuda", "server", "generate"]',
+        f"# rungs = {_toml_list(RUNG_NAMES)}   # default: every rung",
         "# timeout = 600",
         "# port = 30000",
         "",

@@ -7,6 +7,7 @@ import pytest
 
 from repro.config import CONFIG_NAME, WorkspaceTarget, load_config
 from repro.errors import ConfigError
+from repro.ladder import RUNG_NAMES
 
 
 def workspace(tmp_path: Path, text: str) -> Path:
@@ -55,7 +56,7 @@ exclude = ["bench/*.json"]
 commands = ["python -m sglang.launch_server --port 30000"]
 
 [ladder]
-rungs = ["import", "server"]
+rungs = ["server", "python"]
 timeout = 120
 port = 30000
 prompt = "Hello"
@@ -80,6 +81,7 @@ def test_a_full_config_loads(tmp_path: Path) -> None:
     assert config.models.others == {"target": source / "bench"}
     assert config.files.matched == (source / "bench" / "run.sh",)
     assert config.launch.commands == ("python -m sglang.launch_server --port 30000",)
+    assert config.ladder.rungs == ("server", "python")
     assert (config.ladder.timeout, config.ladder.port, config.ladder.prompt) == (
         120.0,
         30000,
@@ -155,3 +157,34 @@ def test_venv_and_python_are_exclusive(tmp_path: Path) -> None:
         load_config(source)
     assert "env: give venv or python, not both" in str(caught.value)
     assert "env.python: 'venv/bin' is a directory" in str(caught.value)
+
+
+_VALID = "the rungs are python, torch, triton, nccl, engine, server"
+
+
+@pytest.mark.parametrize(
+    ("value", "rungs", "problem"),
+    [
+        ('["python", "engine"]', ("python", "engine"), None),
+        (str(list(RUNG_NAMES)).replace("'", '"'), RUNG_NAMES, None),
+        ("[]", (), None),
+        ('["import", "cuda", "server", "generate"]', (), "unknown rung(s) 'import', 'cuda', "),
+        ('["python", "Torch"]', (), "unknown rung(s) 'Torch'; "),
+        ('"python"', (), "must be a list of strings, not a string"),
+        ("[1]", (), "must be a list of strings"),
+    ],
+)
+def test_ladder_rungs_are_names_of_the_ladder(
+    tmp_path: Path, value: str, rungs: tuple[str, ...], problem: str | None
+) -> None:
+    (tmp_path / CONFIG_NAME).write_text(f"[ladder]\nrungs = {value}\n")
+    if problem is None:
+        assert load_config(tmp_path).ladder.rungs == rungs
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    message = str(caught.value)
+    assert f"{tmp_path / CONFIG_NAME}: ladder.rungs: {problem}" in message
+    if "unknown" in problem:
+        assert message.splitlines()[1].endswith(_VALID), message
+    assert caught.value.exit_code == 2

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from repro import _toml
 from repro.config import CONFIG_NAME, load_config
+from repro.ladder import RUNG_NAMES
 from tests.conftest import run_repro
 
 
@@ -58,3 +59,12 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
 def test_init_of_a_missing_directory(tmp_path: Path) -> None:
     result = run_repro("init", str(tmp_path / "absent"))
     assert result.returncode == 2 and b"is not a directory" in result.stderr
+
+
+def test_the_templates_rung_names_are_the_ladders(tmp_path: Path) -> None:
+    source = make_workspace(tmp_path / "ws")
+    assert run_repro("init", str(source)).returncode == 0
+    text = (source / CONFIG_NAME).read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("# rungs = ")]
+    (source / CONFIG_NAME).write_text(text.replace(line, line.removeprefix("# ")))
+    assert load_config(source).ladder.rungs == RUNG_NAMES

@@ -40,14 +40,15 @@ def ladder_step(
     log_dir: Path | None,
     on_rung: Callable[[RungResult], None] | None = None,
 ) -> SmokeStep:
-    """A smoke step for `unpack`; with --no-exec only the interpreter check runs: the
-    other rungs import the installed (and patched) stack, and the server rung runs the
+    """A smoke step for `unpack`: the rungs the bundle's [ladder] selects (every rung
+    where it selects none). With --no-exec only the interpreter check runs: the other
+    rungs import the installed (and patched) stack, and the server rung runs the
     bundle's own launch command with the target's paths filled in."""
 
     def step(
         interpreter: Path, bundle_dir: Path, info: BundleInfo, variables: Mapping[str, str]
     ) -> dict[str, Any]:
-        rungs = NO_EXEC_RUNGS if no_exec else RUNG_NAMES
+        rungs = NO_EXEC_RUNGS if no_exec else None  # None: the bundle's selection
         spec = spec_from_bundle_dir(
             bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir, variables=variables
         )

@@ -75,7 +75,7 @@ class LadderSpec:
     python: Path
     expected_python: str | None = None
     cpu: bool = False
-    rungs: tuple[str, ...] = RUNG_NAMES
+    rungs: tuple[str, ...] = RUNG_NAMES  # empty: every rung, as RUNG_NAMES
     engines: tuple[str, ...] | None = None  # None: whichever of ENGINES is installed
     patched_files: tuple[PatchedFile, ...] = ()
     launch: LaunchSpec | None = None
@@ -115,7 +115,8 @@ class LadderReport:
 
     @property
     def ok(self) -> bool:
-        return all(r.status is not RungStatus.FAIL for r in self.results)
+        """No rung failed, and there were rungs: a ladder that ran nothing proves nothing."""
+        return bool(self.results) and all(r.status is not RungStatus.FAIL for r in self.results)
 
     def result(self, name: str) -> RungResult:
         for r in self.results:

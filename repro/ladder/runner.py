@@ -42,12 +42,13 @@ def parse_rungs(text: str) -> tuple[str, ...]:
 
 
 def run_ladder(spec: LadderSpec, *, on_rung: RungCallback | None = None) -> LadderReport:
-    """Run ``spec.rungs`` in ladder order; after a failure the rest are skipped
-    unless ``spec.keep_going``.  ``on_rung`` sees each result as it completes."""
+    """Run ``spec.rungs`` (none: every rung) in ladder order; after a failure the rest
+    are skipped unless ``spec.keep_going``.  ``on_rung`` sees each result as it completes."""
     results: list[RungResult] = []
     known: dict[str, Any] = {}
     failure: str | None = None
-    for name in (n for n in RUNG_NAMES if n in spec.rungs):
+    wanted = spec.rungs or RUNG_NAMES
+    for name in (n for n in RUNG_NAMES if n in wanted):
         if failure is not None and not spec.keep_going:
             result = RungResult(name, RungStatus.SKIP, 0.0, f"not run: rung {failure} failed")
         else:

@@ -270,8 +270,9 @@ def spec_from_bundle_dir(
 
 
 def _rungs(ladder: Mapping[str, Any], path: Path) -> tuple[str, ...]:
+    """The bundle's [ladder] rungs in ladder order; absent or empty: every rung."""
     value = ladder.get("rungs")
-    if value is None:
+    if value is None or value == []:
         return RUNG_NAMES
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise BundleFormatError(f"{path}: [ladder] rungs must be a list of rung names")

@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import urllib.parse
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -61,6 +63,7 @@ class IndexReport:
     found: dict[str, list[IndexFile]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    index_of: dict[str, str] = field(default_factory=dict)  # name -> index it was found on
 
     def serves(self, name: str) -> bool:
         return canonicalize_name(name) in self.found
@@ -301,52 +304,86 @@ def check_index(
     tags: Sequence[Tag],
     session: requests.Session | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    sdists: bool = False,
+    jobs: int = 8,
 ) -> IndexReport:
-    """Which pins (name, version) the indexes can serve as a wheel the target accepts.
+    """Which pins (name, version) the indexes can serve as a wheel the target accepts
+    (with `sdists`, an sdist of the version counts too).
 
-    A pin counts as found on the first index that has such a wheel; its files there
-    (those wheels and any sdist of the version) are recorded with their sha256. Network
-    or parse failures are collected in `errors`; a pin no index could confirm is missing.
+    A pin counts as found on the first index that has such a file; its files there
+    (those wheels and any sdist of the version) are recorded with their sha256, and the
+    index in `index_of`. Pages are read `jobs` at a time; an index that cannot be reached
+    at all is not asked again. Network or parse failures are collected in `errors`; a pin
+    no index could confirm is missing.
     """
     import requests
 
     own_session = session is None
     http = session or requests.Session()
     found: dict[str, list[IndexFile]] = {}
-    missing: list[str] = []
+    index_of: dict[str, str] = {}
     errors: list[str] = []
-    pages: dict[tuple[str, str], list[IndexFile] | None] = {}
+    todo = [(canonicalize_name(name), name, version) for name, version in pins]
     try:
-        for name, version in pins:
-            project = canonicalize_name(name)
-            for index in indexes:
-                key = (index, project)
-                if key not in pages:
-                    pages[key] = _fetch(index, project, http, timeout, errors)
-                listing = pages[key]
-                if listing is None:
-                    continue
-                chosen, has_wheel = select_files(listing, name, version, tags)
-                if has_wheel:
+        for index in indexes:
+            if not todo:
+                break
+            pages = _fetch_all(index, sorted({p for p, _, _ in todo}), http, timeout, jobs)
+            left = []
+            for project, name, version in todo:
+                listing = pages.get(project)
+                chosen, has_wheel = select_files(listing or (), name, version, tags)
+                if has_wheel or (sdists and chosen):
                     found[project] = chosen
-                    break
-            else:
-                missing.append(project)
+                    index_of[project] = index
+                else:
+                    left.append((project, name, version))
+            errors += pages.errors
+            todo = left
     finally:
         if own_session:
             http.close()
-    return IndexReport(found=found, missing=missing, errors=errors)
+    return IndexReport(
+        found=found, missing=[p for p, _, _ in todo], errors=errors, index_of=index_of
+    )
 
 
-def _fetch(
-    index: str, project: str, session: requests.Session, timeout: float, errors: list[str]
-) -> list[IndexFile] | None:
+class _Pages(dict[str, list[IndexFile]]):
+    """Project pages read from one index, and what could not be read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+
+
+def _fetch_all(
+    index: str, projects: Sequence[str], session: requests.Session, timeout: float, jobs: int
+) -> _Pages:
     import requests
 
-    try:
-        return _project_files(index, project, session, timeout)
-    except _NotListed:
-        return None
-    except (requests.RequestException, OSError, ValueError) as exc:
-        errors.append(f"{index}: cannot read the page of {project}: {exc}")
-        return None
+    pages = _Pages()
+    down = threading.Event()  # the index cannot be reached: the other pages are not asked
+    said = threading.Lock()
+
+    def fetch(project: str) -> tuple[str, list[IndexFile] | None, str | None]:
+        if down.is_set():
+            return project, None, None
+        try:
+            return project, _project_files(index, project, session, timeout), None
+        except _NotListed:
+            return project, None, None
+        except requests.ConnectionError as exc:
+            with said:
+                first = not down.is_set()
+                down.set()
+            return project, None, (f"{index}: cannot connect: {exc}" if first else None)
+        except (requests.RequestException, OSError, ValueError) as exc:
+            return project, None, f"{index}: cannot read the page of {project}: {exc}"
+
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(projects)))) as pool:
+        for project, listing, error in pool.map(fetch, projects):
+            if listing is not None:
+                pages[project] = listing
+            if error is not None:
+                pages.errors.append(error)
+    return pages

@@ -18,8 +18,8 @@ from typing import Any
 
 import tomli_w
 
-from repro import __version__
-from repro.errors import InputError, ProbeError
+from repro import __version__, _toml
+from repro.errors import InputError, ProbeError, PylockError
 from repro.snapshot.environment import EnvironmentFacts, normalize_name
 from repro.snapshot.indexes import IndexConfig
 
@@ -34,9 +34,9 @@ class Pin:
 
 
 @dataclass(frozen=True)
-class WheelRef:
-    """A wheel file of a pin: where it lives (URL on an index, or path relative to the lock
-    file, e.g. in the vault) and its sha256."""
+class DistFile:
+    """A wheel or sdist of a pin: where it lives (URL on an index, or path relative to the
+    lock file, e.g. in the vault) and its sha256."""
 
     filename: str
     sha256: str
@@ -162,25 +162,36 @@ def render_pylock(
     indexes: IndexConfig,
     *,
     requires_python: str,
-    wheels: Mapping[str, Sequence[WheelRef]] | None = None,
+    files: Mapping[str, Sequence[DistFile]] | None = None,
+    index_of: Mapping[str, str] | None = None,
 ) -> str:
-    """The same pins as a PEP 751 pylock.toml. A package needs a source (here: wheels) for
-    an installer to use it; pins without a known wheel are listed under
-    [tool.repro].missing-wheels so a reader knows the file is not installable alone."""
-    known = {normalize_name(k): list(v) for k, v in (wheels or {}).items()}
+    """The same pins as a PEP 751 pylock.toml, checked by `packaging.pylock` before it is
+    returned. `files` maps names to the wheels and sdists known for the pin (URLs on an
+    index, or paths relative to the lock file such as the vault's `wheels/<file>`);
+    `index_of` names the index a pin's files came from.
+
+    PEP 751 and its installers (uv) need a source per package, so a pin without a known
+    file is left out of `packages` and named in `[tool.repro] unlisted`: the file then
+    installs only what it lists (requirements.lock still pins everything)."""
+    known = {normalize_name(k): list(v) for k, v in (files or {}).items()}
+    sources = {normalize_name(k): v for k, v in (index_of or {}).items()}
     packages: list[dict[str, Any]] = []
-    missing: list[str] = []
+    unlisted: list[str] = []
     for pin in sorted(pins, key=lambda p: p.name):
+        refs = sorted(known.get(pin.name, ()), key=lambda r: r.filename)
+        if not refs:
+            unlisted.append(pin.name)
+            continue
         package: dict[str, Any] = {"name": pin.name, "version": pin.version}
-        refs = known.get(pin.name)
-        if indexes.index_url and not any(r.path for r in refs or ()):
-            package["index"] = indexes.index_url
-        if refs:
-            package["wheels"] = [
-                _wheel_table(ref) for ref in sorted(refs, key=lambda r: r.filename)
-            ]
-        else:
-            missing.append(pin.name)
+        if pin.name in sources:
+            package["index"] = sources[pin.name]
+        wheels = [ref for ref in refs if ref.filename.endswith(".whl")]
+        sdists = [ref for ref in refs if not ref.filename.endswith(".whl")]
+        if sdists:  # PEP 751 holds one sdist per package: the .tar.gz where there are two
+            sdist = min(sdists, key=lambda r: (not r.filename.endswith(".tar.gz"), r.filename))
+            package["sdist"] = _file_table(sdist)
+        if wheels:
+            package["wheels"] = [_file_table(ref) for ref in wheels]
         packages.append(package)
     document: dict[str, Any] = {
         "lock-version": "1.0",
@@ -193,13 +204,28 @@ def render_pylock(
         tool["extra-index-urls"] = list(indexes.extra_index_urls)
     if indexes.find_links:
         tool["find-links"] = list(indexes.find_links)
-    if missing:
-        tool["missing-wheels"] = missing
+    if unlisted:
+        tool["unlisted"] = unlisted
     document["tool"] = {"repro": tool}
-    return tomli_w.dumps(document)
+    text = tomli_w.dumps(document)
+    check_pylock(text, "env/pylock.toml")
+    return text
 
 
-def _wheel_table(ref: WheelRef) -> dict[str, Any]:
+def check_pylock(text: str, source: str) -> None:
+    """Raise PylockError unless `packaging.pylock` accepts `text` as a PEP 751 lock."""
+    from packaging.pylock import Pylock, PylockValidationError
+
+    try:
+        Pylock.from_dict(_toml.loads(text)).validate()
+    except (_toml.TOMLDecodeError, PylockValidationError) as exc:
+        raise PylockError(
+            f"{source}: not a valid PEP 751 lock: {exc}",
+            hint="this is a bug in repro: report it with the environment's pip freeze",
+        ) from exc
+
+
+def _file_table(ref: DistFile) -> dict[str, Any]:
     table: dict[str, Any] = {"name": ref.filename}
     if ref.url:
         table["url"] = ref.url

@@ -59,13 +59,13 @@ from repro.snapshot.bundlewriter import (
 )
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter
 from repro.snapshot.files import looks_secret, secret_in_file
-from repro.snapshot.indexcheck import target_tags
+from repro.snapshot.indexcheck import IndexReport, check_index, target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
-from repro.snapshot.installed import list_installed, scheme_paths
+from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
 from repro.snapshot.leftout import LeftOut, split_by_size, uncovered_entries, weights_left_out
 from repro.snapshot.lock import (
+    DistFile,
     Pin,
-    WheelRef,
     freeze_from,
     pins_from_facts,
     render_pylock,
@@ -86,7 +86,15 @@ from repro.snapshot.reproduce import (
 from repro.snapshot.requirements_check import UnmetRequirement, check_environment, describe_unmet
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.scancache import ScanCache
-from repro.snapshot.vault import VaultEntry, VaultReport, hash_vault, plan_vault, select_vault
+from repro.snapshot.vault import (
+    VaultEntry,
+    VaultReport,
+    VaultSelection,
+    VaultWheel,
+    hash_vault,
+    plan_vault,
+    select_vault,
+)
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
 from repro.workspace import workspace_config
@@ -423,27 +431,73 @@ class _VaultLocks:
     """The members that list the vault wheels' sha256: pylock.toml and vault.toml."""
 
     vault: VaultReport
-    index_refs: Mapping[str, list[WheelRef]]
+    index: IndexReport | None  # the files the indexes serve for pins not in the vault
     pins: Sequence[Pin]
     indexes: IndexConfig
     requires_python: str
 
     def render(self, digests: Sequence[str]) -> dict[str, bytes]:
         """Both files with `digests` (one per vault wheel, in order) as the wheels' sha256;
-        placeholders of 64 characters give files of the final length."""
+        placeholders of 64 characters give files of the final length. A vaulted pin is
+        listed with its vault wheels only, so that an offline install takes those."""
         wheels = [replace(w, sha256=d) for w, d in zip(self.vault.wheels, digests, strict=True)]
-        refs = {name: list(found) for name, found in self.index_refs.items()}
-        for wheel in wheels:
-            refs.setdefault(wheel.name, []).append(
-                WheelRef(wheel.filename, wheel.sha256, path=f"wheels/{wheel.filename}")
-            )
+        files, index_of = self._files(wheels)
         pylock = render_pylock(
-            self.pins, self.indexes, requires_python=self.requires_python, wheels=refs
+            self.pins,
+            self.indexes,
+            requires_python=self.requires_python,
+            files=files,
+            index_of=index_of,
         )
         return {
             "env/pylock.toml": pylock.encode(),
             "env/vault.toml": _vault_toml(replace(self.vault, wheels=wheels)),
         }
+
+    def unlisted(self) -> list[str]:
+        """Pins pylock.toml leaves out: neither the vault nor an index file is known."""
+        files, _ = self._files(self.vault.wheels)
+        return [pin.name for pin in self.pins if pin.name not in files]
+
+    def _files(
+        self, wheels: Sequence[VaultWheel]
+    ) -> tuple[dict[str, list[DistFile]], dict[str, str]]:
+        """Each listed pin's files (its vault wheels, else the index's files that have a
+        sha256, which PEP 751 requires) and the index those came from."""
+        files: dict[str, list[DistFile]] = {}
+        for wheel in wheels:
+            files.setdefault(canonicalize_name(wheel.name), []).append(
+                DistFile(wheel.filename, wheel.sha256, path=f"wheels/{wheel.filename}")
+            )
+        index_of: dict[str, str] = {}
+        report = self.index or IndexReport()
+        for name, found in report.found.items():
+            hashed = [DistFile(f.filename, f.sha256, url=f.url) for f in found if f.sha256]
+            if name not in files and hashed:
+                files[name] = hashed
+                index_of[name] = report.index_of[name]
+        return files, index_of
+
+
+def _index_files(
+    selection: VaultSelection,
+    dists: Sequence[InstalledDist],
+    indexes: Sequence[str],
+    tags: Sequence[Tag],
+    download: bool,
+) -> IndexReport | None:
+    """The files the indexes serve for the pins pylock.toml lists by URL: the report of
+    --check-index, else (unless offline) a look-up of each pin the vault does not hold
+    and no reason keeps off the indexes. A wheel the target takes or an sdist will do."""
+    if selection.index is not None or not download:
+        return selection.index
+    vaulted = {d.canonical_name for d in selection.selected}
+    pins = [
+        (d.name, d.version)
+        for d in dists
+        if d.canonical_name not in vaulted and not selection.reasons[d.canonical_name]
+    ]
+    return check_index(pins, indexes, tags=tags, sdists=True) if pins else None
 
 
 def _vault_toml(report: VaultReport) -> bytes:
@@ -528,18 +582,14 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         # are hashed.
         units_job = background.submit(_units, options, config, facts)
         tool_job = background.submit(_tool_wheel_inputs) if options.tool_wheels else None
-        # tags and install scheme only matter when wheels are vaulted or indexes asked
+        # the target's tags pick the wheels to vault and those pylock.toml lists by URL
         vaulting = options.wheels != "none"
-        tags_job = (
-            background.submit(target_tags, python) if vaulting or options.check_index else None
-        )
+        tags_job = background.submit(target_tags, python)
         scheme_job = background.submit(scheme_paths, python) if vaulting else None
         # setup_env.sh on the bundle's own Python: its tags, where it is not pack's
         source_python = ".".join(facts.python.version.split(".")[:2])
         tool_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
         bootstrap_tags_job = tags_job
-        if bootstrap_tags_job is None and tool_job is not None and source_python != tool_python:
-            bootstrap_tags_job = background.submit(target_tags, python)
         pins = pins_from_facts(facts)
         indexes = read_index_config(Path(facts.python.prefix), source=source)
 
@@ -550,7 +600,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         # pip check's findings, from the METADATA files while the files are hashed
         unmet_job = background.submit(check_environment, python, dists)
         vault_dir = temp / "wheels"
-        tags = tags_job.result() if tags_job is not None else None
+        tags = tags_job.result()
         selection = select_vault(
             dists,
             mode=options.wheels,
@@ -561,6 +611,11 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             tags=tags,
             find_links=_local_find_links(indexes),
             download=options.download,
+        )
+
+        # the index files pylock.toml lists, looked up while the files are hashed
+        index_files_job = background.submit(
+            _index_files, selection, dists, _indexes_list(indexes), tags, options.download
         )
 
         # --rehash: every file read; what is read is still kept for the next pack
@@ -669,13 +724,9 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
 
         # -- members -------------------------------------------------------------------
         hashes: dict[str, list[str]] = {}
-        index_refs: dict[str, list[WheelRef]] = {}
         if vault.index is not None:
             for dist_name, files in vault.index.found.items():
                 hashes[dist_name] = sorted({f.sha256 for f in files if f.sha256})
-                index_refs[dist_name] = [
-                    WheelRef(f.filename, f.sha256, url=f.url) for f in files if f.sha256
-                ]
         for entry, wheel in zip(vault_plan.entries, vault.wheels, strict=True):
             members.add(
                 f"env/wheels/{wheel.filename}",
@@ -693,7 +744,17 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             "env/requirements.lock",
             render_requirements_lock(pins, indexes, hashes=hashes or None).encode(),
         )
-        locks = _VaultLocks(vault, index_refs, pins, indexes, requires_python_of(facts))
+        index_files = index_files_job.result()
+        if index_files is not None and index_files is not vault.index:
+            warnings += index_files.errors
+        locks = _VaultLocks(vault, index_files, pins, indexes, requires_python_of(facts))
+        unlisted = locks.unlisted()
+        if unlisted:
+            warnings.append(
+                f"env/pylock.toml lists {len(pins) - len(unlisted)} of {len(pins)} pins: no "
+                f"index or vault file is known for {', '.join(unlisted)} (requirements.lock "
+                "pins them; pack online, with --check-index or --wheels all for all of them)"
+            )
         for rel, data in locks.render(vault_digests).items():
             members.add(rel, Reserved(data) if deferred else data)
         members.add("env/environment.json", facts.to_json().encode())

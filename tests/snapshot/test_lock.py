@@ -5,17 +5,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
+from packaging.pylock import Pylock
 
 from repro import _toml
-from repro.errors import InputError
+from repro.errors import InputError, PylockError
 from repro.snapshot.environment import probe_environment
 from repro.snapshot.indexes import IndexConfig
 from repro.snapshot.lock import (
+    DistFile,
     Pin,
-    WheelRef,
+    check_pylock,
     pins_from_facts,
     pip_freeze,
     read_requirements_lock,
@@ -226,7 +229,7 @@ def test_hashed_lock_and_pylock_install_for_real(
     (six_file,) = [f for f in meta["files"] if f["filename"] == "six-1.17.0-py2.py3-none-any.whl"]
     wheels = {
         "six": [
-            WheelRef(
+            DistFile(
                 six_file["filename"],
                 six_file["hashes"]["sha256"],
                 url=six_file["url"],
@@ -234,10 +237,10 @@ def test_hashed_lock_and_pylock_install_for_real(
             )
         ],
         "idna": [
-            WheelRef(f.name, digests[f.name], path=f"wheels/{f.name}") for f in by_pin["idna"]
+            DistFile(f.name, digests[f.name], path=f"wheels/{f.name}") for f in by_pin["idna"]
         ],
         "repro-demo-wheel": [
-            WheelRef(f.name, digests[f.name], path=f"wheels/{f.name}")
+            DistFile(f.name, digests[f.name], path=f"wheels/{f.name}")
             for f in by_pin["repro-demo-wheel"]
         ],
     }
@@ -247,12 +250,12 @@ def test_hashed_lock_and_pylock_install_for_real(
             pins,
             IndexConfig(index_url="https://pypi.org/simple"),
             requires_python="==3.11.*",
-            wheels=wheels,
+            files=wheels,
         )
     )
     document = _toml.loads(pylock.read_text())
     assert document["lock-version"] == "1.0" and document["created-by"] == "repro"
-    assert "missing-wheels" not in document["tool"]["repro"]
+    assert "unlisted" not in document["tool"]["repro"]
     uv_target = tmp_path / "uv-pylock"
     run([str(lock_tools.uv), "venv", "-q", "-p", str(PYTHON_311), str(uv_target)])
     env = dict(os.environ, UV_PREVIEW_FEATURES="pylock")
@@ -282,14 +285,104 @@ def test_hashed_lock_and_pylock_install_for_real(
     }
 
 
-def test_pylock_lists_pins_without_wheels() -> None:
+def test_pylock_leaves_out_pins_without_files_and_names_them() -> None:
     text = render_pylock(
         PINS, IndexConfig(index_url="https://pypi.org/simple"), requires_python="==3.11.*"
     )
     document = _toml.loads(text)
-    assert [p["name"] for p in document["packages"]] == ["attrs", "idna", "six"]
-    assert all(p["index"] == "https://pypi.org/simple" for p in document["packages"])
-    assert document["tool"]["repro"]["missing-wheels"] == ["attrs", "idna", "six"]
+    assert document["packages"] == []
+    assert document["tool"]["repro"]["unlisted"] == ["attrs", "idna", "six"]
+    Pylock.from_dict(document).validate()
+
+
+_SHA = "ab" * 32
+_URL = "https://files.example/"
+_PYLOCK_CASES: list[tuple[str, list[DistFile], dict[str, Any]]] = [
+    (
+        "wheel by url",
+        [DistFile("six-1.17.0-py2.py3-none-any.whl", _SHA, url=_URL + "six.whl")],
+        {"wheels": 1},
+    ),
+    (
+        "wheel by path",
+        [DistFile("six-1.17.0-py2.py3-none-any.whl", _SHA, path="wheels/six.whl", size=9)],
+        {"wheels": 1},
+    ),
+    ("sdist only", [DistFile("six-1.17.0.tar.gz", _SHA, url=_URL + "six.tgz")], {"sdist": 1}),
+    (
+        "sdist and wheel",
+        [
+            DistFile("six-1.17.0.tar.gz", _SHA, url=_URL + "six.tgz"),
+            DistFile("six-1.17.0-py2.py3-none-any.whl", _SHA, url=_URL + "six.whl"),
+        ],
+        {"wheels": 1, "sdist": 1},
+    ),
+    (
+        "two sdists: the .tar.gz",
+        [
+            DistFile("six-1.17.0.zip", _SHA, url=_URL + "six.zip"),
+            DistFile("six-1.17.0.tar.gz", _SHA, url=_URL + "six.tgz"),
+        ],
+        {"sdist": 1},
+    ),
+    (
+        "wheels of two platforms",
+        [
+            DistFile("six-1.17.0-cp311-cp311-manylinux_2_28_x86_64.whl", _SHA, url=_URL + "a"),
+            DistFile("six-1.17.0-cp311-cp311-manylinux_2_28_aarch64.whl", _SHA, url=_URL + "b"),
+        ],
+        {"wheels": 2},
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "files", "expected"), _PYLOCK_CASES, ids=lambda c: str(c))
+def test_pylock_shapes_pass_packaging(
+    case: str, files: list[DistFile], expected: dict[str, Any]
+) -> None:
+    text = render_pylock(
+        [Pin("six", "1.17.0")],
+        IndexConfig(),
+        requires_python="==3.11.*",
+        files={"six": files},
+        index_of={"six": "https://pypi.org/simple"},
+    )
+    lock = Pylock.from_dict(_toml.loads(text))
+    lock.validate()
+    (package,) = lock.packages
+    assert package.index == "https://pypi.org/simple", case
+    assert len(package.wheels or ()) == expected.get("wheels", 0), case
+    if expected.get("sdist"):
+        assert package.sdist is not None and package.sdist.filename == "six-1.17.0.tar.gz"
+    else:
+        assert package.sdist is None
+    assert all(w.filename.endswith(".whl") for w in package.wheels or ())
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        ('lock-version = "1.0"\ncreated-by = "x"\npackages = [{name = "six"}]\n', "vcs"),
+        ('lock-version = "1.0"\npackages = []\n', "created-by"),
+        ('lock-version = "1.0"\ncreated-by = "x"\npackages = [{name = "Six"}]\n', "normal"),
+        ("lock-version = ", "not a valid"),
+    ],
+)
+def test_check_pylock_names_the_file_and_the_fault(document: str, reason: str) -> None:
+    with pytest.raises(PylockError) as caught:
+        check_pylock(document, "env/pylock.toml")
+    assert str(caught.value).startswith("env/pylock.toml: not a valid PEP 751 lock")
+    assert reason in str(caught.value) and caught.value.hint
+
+
+def test_a_wheel_of_another_name_is_refused_before_it_is_written() -> None:
+    with pytest.raises(PylockError, match="not consistent with package name"):
+        render_pylock(
+            [Pin("six", "1.17.0")],
+            IndexConfig(),
+            requires_python="==3.11.*",
+            files={"six": [DistFile("idna-3.10-py3-none-any.whl", _SHA, path="wheels/x.whl")]},
+        )
 
 
 @pytest.mark.slow
