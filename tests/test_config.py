@@ -155,3 +155,12 @@ def test_venv_and_python_are_exclusive(tmp_path: Path) -> None:
         load_config(source)
     assert "env: give venv or python, not both" in str(caught.value)
     assert "env.python: 'venv/bin' is a directory" in str(caught.value)
+
+
+def test_a_workspace_path_with_brackets_keeps_its_globs(tmp_path: Path) -> None:
+    """`[b]` in the workspace's own path is a name, not a character class."""
+    source = tmp_path / "w[b]x"
+    (source / "bench").mkdir(parents=True)
+    (source / "bench" / "run.sh").write_text("echo\n")
+    (source / "repro.toml").write_text('[files]\ninclude = ["bench/*"]\n')
+    assert load_config(source).files.matched == (source / "bench" / "run.sh",)
