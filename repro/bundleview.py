@@ -11,7 +11,6 @@ the environment it should match.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from packaging.utils import canonicalize_name
 from repro import _toml
 from repro.archive import iter_members
 from repro.bundle import BundleInfo, SourceInfo, load_bundle_info
+from repro.bundlestream import open_archive
 from repro.check import TargetKind, classify_target
 from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
@@ -137,7 +137,8 @@ class _Collected:
 
 
 def load_bundle(target: str) -> BundleView:
-    """Read TARGET: an archive path, `-` for an archive on stdin, or a bundle directory."""
+    """Read TARGET: an archive path, `-` for an archive on stdin, an http(s) URL of an
+    archive, or a bundle directory."""
     kind = classify_target(target)
     if kind is TargetKind.DIRECTORY:
         return _from_collected(target, "directory", _collect_directory(Path(target)))
@@ -146,14 +147,8 @@ def load_bundle(target: str) -> BundleView:
             f"{target}: is a manifest, not a bundle",
             hint="pass the bundle archive or the bundle directory",
         )
-    if target == "-":
-        return _from_collected("<stdin>", "archive", _collect_stream(sys.stdin.buffer, "<stdin>"))
-    try:
-        stream = open(target, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise InputError(f"{target}: cannot read: {exc.strerror or exc}") from exc
-    with stream:
-        return _from_collected(target, "archive", _collect_stream(stream, target))
+    with open_archive(target) as (stream, name):
+        return _from_collected(name, "archive", _collect_stream(stream, name))
 
 
 def _collect_stream(stream: BinaryIO, source: str) -> _Collected:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import enum
 import os
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from repro.archive import detect_compression, iter_members_at
+from repro.bundlestream import is_url, open_archive
 from repro.errors import ArchiveError, InputError, SignatureError
 from repro.hashing import hash_spans, sha256_stream
 from repro.manifest import (
@@ -74,8 +74,9 @@ def check_archive(target: str, options: CheckOptions) -> CheckReport:
     Every file member is hashed as it streams past; the manifest, which a bundle
     carries last, is parsed when it arrives and compared at the end.
     """
-    if target == "-":
-        return _check_stream(sys.stdin.buffer, "<stdin>", options)
+    if target == "-" or is_url(target):
+        with open_archive(target) as (remote, name):
+            return _check_stream(remote, name, options)
     try:
         stream = open(target, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -152,7 +153,7 @@ def _verify_signature_file(manifest_path: Path, policy: SignaturePolicy) -> None
 def classify_target(target: str) -> TargetKind:
     """What TARGET is. A regular file is a manifest when its name ends in .sha256 or its
     content reads as checksum lines; a file that is neither is taken for an archive."""
-    if target == "-":
+    if target == "-" or is_url(target):
         return TargetKind.ARCHIVE
     path = Path(target)
     try:

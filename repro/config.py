@@ -174,7 +174,7 @@ class _Checker:
         for pattern in patterns:
             matches = sorted(
                 Path(m)
-                for m in glob.glob(str(self.source / pattern), recursive=True)
+                for m in glob.glob(glob.escape(str(self.source)) + "/" + pattern, recursive=True)
                 if Path(m).is_file()
             )
             if not matches:
@@ -325,7 +325,8 @@ def _files(check: _Checker, table: dict[str, Any]) -> FilesSection:
     exclude = check.strings(table, "files", "exclude")
     matched = set(check.globs(include, "files.include"))
     for pattern in exclude:
-        matched -= {Path(m) for m in glob.glob(str(check.source / pattern), recursive=True)}
+        under = glob.escape(str(check.source)) + "/" + pattern  # [b] in the path is a name
+        matched -= {Path(m) for m in glob.glob(under, recursive=True)}
     return FilesSection(include=include, exclude=exclude, matched=tuple(sorted(matched)))
 
 

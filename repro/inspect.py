@@ -7,13 +7,13 @@ a binary stream and checks them against the manifest on the way.
 from __future__ import annotations
 
 import hashlib
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from repro.archive import iter_members
 from repro.bundle import ModelRef
+from repro.bundlestream import open_archive
 from repro.bundleview import BundleView, VaultEntry, load_bundle
 from repro.check import TargetKind, classify_target
 from repro.diffapply import count_diff_lines
@@ -143,7 +143,8 @@ def _modules_probed(facts: EnvironmentFacts | None) -> ModuleProbe | None:
 
 
 def inspect_bundle(target: str) -> InspectReport:
-    """Read TARGET (archive, `-` or bundle directory) once and summarise it."""
+    """Read TARGET (archive, `-`, an archive's http(s) URL or bundle directory) once and
+    summarise it."""
     return inspect_view(load_bundle(target))
 
 
@@ -199,14 +200,8 @@ def copy_member(target: str, rel: str, out: BinaryIO) -> MemberCopy:
     wanted = _member_path(rel)
     if classify_target(target) is TargetKind.DIRECTORY:
         return _copy_from_directory(Path(target), wanted, out)
-    if target == "-":
-        return _copy_from_stream(sys.stdin.buffer, "<stdin>", wanted, out)
-    try:
-        stream = open(target, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise InputError(f"{target}: cannot read: {exc.strerror or exc}") from exc
-    with stream:
-        return _copy_from_stream(stream, target, wanted, out)
+    with open_archive(target) as (stream, name):
+        return _copy_from_stream(stream, name, wanted, out)
 
 
 def _copy_from_stream(stream: BinaryIO, source: str, rel: str, out: BinaryIO) -> MemberCopy:

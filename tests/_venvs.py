@@ -1,8 +1,9 @@
 """Real virtual environments for tests, built once and cached between runs.
 
-The cache lives in ``$REPRO_TEST_CACHE`` (or ``~/.cache/repro-tests``), one
-directory per recipe, keyed by the interpreter and the requirements, so a
-rerun or a CI run on the same machine reuses what an earlier run installed.
+The cache lives in ``$REPRO_TEST_CACHE``, else ``$XDG_CACHE_HOME/repro-tests``, else
+``~/.cache/repro-tests``, one directory per recipe, keyed by the interpreter and the
+requirements, so a rerun or a CI run on the same machine reuses what an earlier run
+installed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +44,17 @@ class VenvRecipe:
         return f"{self.name}-{digest[:16]}"
 
 
-def cache_root() -> Path:
-    configured = os.environ.get("REPRO_TEST_CACHE")
-    root = Path(configured) if configured else Path.home() / ".cache" / "repro-tests"
+def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    """$REPRO_TEST_CACHE, else $XDG_CACHE_HOME/repro-tests, else ~/.cache/repro-tests."""
+    env = os.environ if environ is None else environ
+    configured = env.get("REPRO_TEST_CACHE")
+    xdg = env.get("XDG_CACHE_HOME")
+    if configured:
+        root = Path(configured)
+    elif xdg:
+        root = Path(xdg) / "repro-tests"
+    else:
+        root = Path.home() / ".cache" / "repro-tests"
     root.mkdir(parents=True, exist_ok=True)
     return root
 

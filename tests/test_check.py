@@ -42,8 +42,8 @@ def bundle(tmp_path: Path) -> Path:
 def test_good_bundle_directory_passes(bundle: Path) -> None:
     result = run_repro("check", str(bundle))
     assert result.returncode == 0, result.stderr
-    assert b"OK: 3 verified" in result.stderr
-    assert result.stdout == b""
+    assert b"OK: 3 verified" in result.stdout
+    assert result.stderr == b""
 
 
 def test_manifest_file_target_passes(bundle: Path) -> None:
@@ -55,7 +55,8 @@ def test_verbose_lists_verified_files_and_quiet_prints_nothing(bundle: Path) -> 
     verbose = run_repro("check", "-v", str(bundle))
     assert verbose.returncode == 0
     for name in (b"bundle.toml", b"env/requirements.lock", b"files/bench results.json"):
-        assert b"OK         " + name in verbose.stderr
+        assert b"OK         " + name in verbose.stdout
+    assert verbose.stderr == b""
     quiet = run_repro("check", "--quiet", str(bundle))
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, b"", b"")
 
@@ -64,11 +65,11 @@ def test_mismatch_names_file_and_both_digests(bundle: Path) -> None:
     (bundle / "env" / "requirements.lock").write_text("torch==2.12.0\n")
     result = run_repro("check", str(bundle))
     assert result.returncode == 1
-    stderr = result.stderr.decode()
-    assert "MISMATCH   env/requirements.lock" in stderr
-    assert f"expected {sha(b'torch==2.13.0' + bytes([10]))}" in stderr
-    assert f"actual   {sha(b'torch==2.12.0' + bytes([10]))}" in stderr
-    assert "FAILED" in stderr
+    stdout = result.stdout.decode()
+    assert "MISMATCH   env/requirements.lock" in stdout
+    assert f"expected {sha(b'torch==2.13.0' + bytes([10]))}" in stdout
+    assert f"actual   {sha(b'torch==2.12.0' + bytes([10]))}" in stdout
+    assert "FAILED" in stdout
 
 
 def test_all_problems_reported_at_once_in_json(bundle: Path) -> None:
@@ -132,10 +133,10 @@ def test_strict_makes_malformed_lines_fatal(bundle: Path) -> None:
         stream.write(sha(b"x")[:60].encode() + b"  a name long enough for the length check\n")
     lenient = run_repro("check", str(bundle))
     assert lenient.returncode == 0
-    assert b"MANIFEST.sha256:4: digest has 60 characters, expected 64" in lenient.stderr
+    assert b"MANIFEST.sha256:4: digest has 60 characters, expected 64" in lenient.stdout
     strict = run_repro("check", "--strict", str(bundle))
     assert strict.returncode == 1
-    assert b"MANIFEST.sha256:4:" in strict.stderr
+    assert b"MANIFEST.sha256:4:" in strict.stdout
 
 
 def test_ignore_missing(bundle: Path) -> None:
@@ -143,21 +144,21 @@ def test_ignore_missing(bundle: Path) -> None:
     assert run_repro("check", str(bundle)).returncode == 1
     result = run_repro("check", "--ignore-missing", str(bundle))
     assert result.returncode == 0, result.stderr
-    assert b"1 missing (ignored)" in result.stderr
+    assert b"1 missing (ignored)" in result.stdout
 
 
 def test_ignore_missing_fails_when_nothing_verified(tmp_path: Path) -> None:
     (tmp_path / MANIFEST_NAME).write_bytes(sha(b"x").encode() + b"  gone\n")
     result = run_repro("check", "--ignore-missing", str(tmp_path))
     assert result.returncode == 1
-    assert b"no file was verified" in result.stderr
+    assert b"no file was verified" in result.stdout
 
 
 def test_unlisted_file_fails(bundle: Path) -> None:
     (bundle / "env" / "stray.pyc").write_bytes(b"\0")
     result = run_repro("check", str(bundle))
     assert result.returncode == 1
-    assert b"UNLISTED   env/stray.pyc" in result.stderr
+    assert b"UNLISTED   env/stray.pyc" in result.stdout
 
 
 def test_symlink_escaping_the_tree_is_refused(bundle: Path, tmp_path: Path) -> None:
@@ -168,9 +169,9 @@ def test_symlink_escaping_the_tree_is_refused(bundle: Path, tmp_path: Path) -> N
         stream.write(sha(b"outside\n").encode() + b"  link\n")
     result = run_repro("check", str(bundle))
     assert result.returncode == 1
-    stderr = result.stderr.decode()
-    assert "REJECTED" in stderr
-    assert f"link: resolves through a symlink to {secret}, outside the tree" in stderr
+    stdout = result.stdout.decode()
+    assert "REJECTED" in stdout
+    assert f"link: resolves through a symlink to {secret}, outside the tree" in stdout
 
 
 def test_path_escapes_fail_even_without_strict(bundle: Path) -> None:
@@ -179,9 +180,9 @@ def test_path_escapes_fail_even_without_strict(bundle: Path) -> None:
         stream.write(sha(b"x").encode() + b"  bundle.toml\n")
     result = run_repro("check", "--ignore-missing", str(bundle))
     assert result.returncode == 1
-    stderr = result.stderr.decode()
-    assert "MANIFEST.sha256:4: ../../etc/passwd: '..' component escapes the tree" in stderr
-    assert "MANIFEST.sha256:5: bundle.toml: listed twice (first on line 1)" in stderr
+    stdout = result.stdout.decode()
+    assert "MANIFEST.sha256:4: ../../etc/passwd: '..' component escapes the tree" in stdout
+    assert "MANIFEST.sha256:5: bundle.toml: listed twice (first on line 1)" in stdout
 
 
 def test_missing_target_is_exit_2_naming_it(tmp_path: Path) -> None:
@@ -204,7 +205,7 @@ def test_archive_made_by_another_tar_writer_is_checked(bundle: Path, tmp_path: P
         tar.add(bundle, arcname=bundle.name)
     result = run_repro("check", str(archive))
     assert result.returncode == 0, result.stderr.decode()
-    assert b"OK" in result.stderr
+    assert b"OK" in result.stdout
 
 
 def test_bad_jobs_is_usage_error(bundle: Path) -> None:
@@ -246,7 +247,7 @@ def test_awkward_names_are_shown_on_one_line(tmp_path: Path) -> None:
     (tmp_path / "new\nline").write_bytes(b"b")
     result = run_repro("check", str(tmp_path))
     assert result.returncode == 1
-    assert b"MISMATCH   'new\\nline'" in result.stderr
+    assert b"MISMATCH   'new\\nline'" in result.stdout
 
 
 def test_no_progress_output_when_stderr_is_not_a_terminal(bundle: Path) -> None:
@@ -274,9 +275,13 @@ def test_progress_bar_on_a_terminal(bundle: Path) -> None:
             if not chunk:
                 break
             output += chunk
+        assert process.stdout is not None
+        stdout = process.stdout.read()
         assert process.wait(timeout=60) == 0
     os.close(main)
-    assert b"OK: 3 verified" in output
+    # the verdict is the result: stdout; the terminal (stderr) had the bar, if any
+    assert b"OK: 3 verified" in stdout
+    assert b"OK: 3 verified" not in output
 
 
 def test_progress_bar_renders_bytes_and_rate() -> None:

@@ -188,3 +188,12 @@ def test_ladder_rungs_are_names_of_the_ladder(
     if "unknown" in problem:
         assert message.splitlines()[1].endswith(_VALID), message
     assert caught.value.exit_code == 2
+
+
+def test_a_workspace_path_with_brackets_keeps_its_globs(tmp_path: Path) -> None:
+    """`[b]` in the workspace's own path is a name, not a character class."""
+    source = tmp_path / "w[b]x"
+    (source / "bench").mkdir(parents=True)
+    (source / "bench" / "run.sh").write_text("echo\n")
+    (source / "repro.toml").write_text('[files]\ninclude = ["bench/*"]\n')
+    assert load_config(source).files.matched == (source / "bench" / "run.sh",)

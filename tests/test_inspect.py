@@ -94,7 +94,8 @@ def test_directory_stdin_and_compressed_give_the_same_answer(
 def test_human_output_names_everything(bundle_pair: BundlePair) -> None:
     result = run_cli("inspect", str(bundle_pair.a))
     assert result.returncode == 0
-    text = result.stderr.decode()
+    assert result.stderr == b""  # the result is on stdout: `repro inspect b.tar | less`
+    text = result.stdout.decode()
     for expected in (
         "demo 1",
         "vaultpkg-1.0+local-py3-none-any.whl",
@@ -148,8 +149,8 @@ def test_changed_member_does_not_verify(bundle_pair: BundlePair, tmp_path: Path)
     assert (doc["name"], doc["units"]) == ("demo", ["model.service"])  # still everything
     human = run_cli("inspect", str(bad))
     assert human.returncode == 1
-    assert "does not verify: 1 mismatched" in human.stderr.decode()
-    assert "MISMATCH" in human.stderr.decode()
+    assert "does not verify: 1 mismatched" in human.stdout.decode()
+    assert "MISMATCH" in human.stdout.decode()
     member = run_cli("inspect", "--file", "files/bench/results.json", str(bad))
     assert (member.returncode, member.stdout) == (1, b"{}\n")
     assert "does not match" in member.stderr.decode()

@@ -166,3 +166,16 @@ OSError: [Errno 28] No space left on device
 )
 def test_installer_lines_leave_tracebacks_out(output: str, lines: list[str]) -> None:
     assert installer_lines(output) == lines
+
+
+def test_the_callers_uv_cache_is_used_and_an_index_redirect_is_not(
+    incomplete: IncompleteBundles, tmp_path: Path
+) -> None:
+    """UV_CACHE_DIR (the user's cache setting) reaches uv; UV_INDEX_URL (a redirect of
+    where packages come from) does not: it names a port nothing listens on."""
+    cache = tmp_path / "uv-cache"
+    env = {**NO_NETWORK, "UV_CACHE_DIR": str(cache), "UV_INDEX_URL": "http://127.0.0.1:9/simple"}
+    args = ["--cpu", "--no-smoke", "--json", "--installer", "uv", "--offline"]
+    result = unpack(incomplete.all_wheels, tmp_path / "t", *args, env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    assert any(path.is_file() for path in cache.rglob("*")), "uv did not use UV_CACHE_DIR"

@@ -512,6 +512,30 @@ def test_zst_repacks_are_byte_identical(
     assert {line.split("  ", 1)[1] for line in differ} == {"REPRODUCE.md"}
 
 
+def test_the_archive_does_not_depend_on_its_file_name(workspace_312: Path, tmp_path: Path) -> None:
+    """REPRODUCE.md names the canonical <top>.tar, never -o's name."""
+    first = packed_ok(str(workspace_312), "-o", f"{tmp_path}/one.tar", "--version", "4")
+    second = packed_ok(str(workspace_312), "-o", f"{tmp_path}/other-name.tar", "--version", "4")
+    assert first.name == "one.tar"
+    assert first.read_bytes() == second.read_bytes()
+    reproduce = (extract(first, tmp_path / "x") / "REPRODUCE.md").read_text()
+    assert "repro check svc312-4.tar" in reproduce
+    assert "one.tar" not in reproduce
+
+
+@pytest.mark.parametrize("name", ["x.tar.xz", "x.zip", "x.tar.bz2", "x.7z"])
+def test_an_archive_suffix_repro_does_not_write_is_refused(
+    workspace_312: Path, tmp_path: Path, name: str
+) -> None:
+    proc = pack(str(workspace_312), "-o", str(tmp_path / name), "--version", "1")
+    assert proc.returncode == 2, proc.stderr.decode()
+    err = proc.stderr.decode()
+    assert f"{tmp_path / name}: repro does not write this kind of archive" in err
+    assert ".tar, .tar.gz, .tgz, .tar.zst, .tzst" in err
+    assert not (tmp_path / name).exists()
+    assert proc.stdout == b""
+
+
 def test_versions_count_up_in_the_output_dir(workspace_312: Path, tmp_path: Path) -> None:
     first = packed_ok(str(workspace_312), "-o", f"{tmp_path}/")
     second = packed_ok(str(workspace_312), "-o", f"{tmp_path}/")

@@ -327,7 +327,8 @@ def test_second_run_changes_nothing_and_says_so(online: dict[str, Path], bundles
     saved = json.loads((target / ".repro" / "unpack-report.json").read_text())
     assert saved["changed"] is False
     plain = unpack(bundles.default, target, "--cpu", "--no-smoke")
-    assert "nothing to do" in ok(plain)
+    ok(plain)
+    assert "nothing to do" in plain.stdout.decode()  # the result: stdout
     assert mtimes(target) == before
 
 
@@ -430,7 +431,16 @@ def test_drifted_target_is_patched_through_its_diff_and_conflicts_touch_nothing(
     )
 
     # Conflicts: the patched line edited, and the added file present with other content.
-    ok(run_repro("unpatch", str(target)))
+    restored = run_repro("unpatch", str(target))
+    ok(restored)
+    assert restored.stdout.decode().splitlines() == [
+        "restored idna/repro_added.py",
+        "restored six.py",
+    ]
+    # Again: nothing is patched now, which is no failure
+    again = run_repro("unpatch", str(target))
+    ok(again)
+    assert again.stdout.decode() == f"{target}: nothing was patched; nothing to restore\n"
     assert (site / "six.py").read_text() == drifted
     (site / "six.py").write_text(drifted.replace('__version__ = "1.16.0"', '__version__ = "x"'))
     (site / "idna" / "repro_added.py").write_text("MINE = True\n")
@@ -547,12 +557,13 @@ def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path:
     target = tmp_path / "new" / "deeper" / "t"
     before = sorted(tmp_path.rglob("*"))
     result = unpack(bundles.default, target, "--cpu", "--dry-run")
-    err = ok(result)
+    ok(result)
+    out = result.stdout.decode()  # the summary and the plan: the result, on stdout
     assert (
         f"dry run, nothing was created: would create a venv at {target / '.venv'} and install 5"
-        in err
+        in out
     )
-    assert "nothing to do" not in err
+    assert "nothing to do" not in out
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -722,8 +733,8 @@ def test_url_bundle_resumes_with_range_after_a_drop(
     env = {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
     result = unpack(dropping_server.url, target, "--dry-run", "--cpu", env=env)
     err = ok(result)
-    assert "every file matches MANIFEST.sha256" in err
-    assert "would create a venv" in err
+    assert "every file matches MANIFEST.sha256" in err  # the verify step's event
+    assert "would create a venv" in result.stdout.decode()  # the plan
     ranges = [r.get("Range") for r in dropping_server.requests]
     assert ranges[0] is None
     assert ranges[1] == f"bytes={len(dropping_server.body) // 3}-"

@@ -15,7 +15,7 @@ import importlib
 import click
 
 from repro import __version__
-from repro.cli._common import run_guarded
+from repro.cli._common import COLOR_KEY, COLOR_MODES, run_guarded
 
 # command name -> "module:attribute" of its click command; add a command here.
 COMMANDS: dict[str, str] = {
@@ -56,8 +56,17 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="repro")
-def cli() -> None:
+@click.option(
+    "--color",
+    type=click.Choice(COLOR_MODES),
+    default="auto",
+    show_default=True,
+    help="Styles (colour, bold, dim) in the output; auto: on a terminal, unless NO_COLOR is set.",
+)
+@click.pass_context
+def cli(ctx: click.Context, color: str) -> None:
     """Pack a GPU model-serving environment into a verified bundle and rebuild it elsewhere."""
+    ctx.meta[COLOR_KEY] = color
 
 
 def main() -> None:

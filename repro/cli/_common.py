@@ -1,14 +1,21 @@
-"""Shared CLI plumbing: error mapping, output helpers."""
+"""Shared CLI plumbing: error mapping, consoles, options every verb shares.
+
+Results go to stdout (`result_console`, `echo_json`), progress, warnings and events to
+stderr (`diagnostic_console`). Text from users and paths are printed as rich Text or
+escaped (rich.markup.escape): `w[b]x` is a path, not markup.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.console import Console
 
 from repro.errors import EXIT_INVALID, EXIT_USAGE, ReproError
 
@@ -72,7 +79,7 @@ JOBS_DEFAULT = "the cores, at most 8"
 
 
 def jobs_option(command: F) -> F:
-    """-j/--jobs, shared by check and scan: files hashed in parallel."""
+    """-j/--jobs, on every verb that hashes: files hashed in parallel."""
     return click.option(
         "-j",
         "--jobs",
@@ -80,3 +87,74 @@ def jobs_option(command: F) -> F:
         default=None,
         help=f"Files hashed in parallel [default: {JOBS_DEFAULT}].",
     )(command)
+
+
+# --- consoles ------------------------------------------------------------------------------
+
+COLOR_KEY = "repro.color"
+COLOR_MODES = ("auto", "always", "never")
+
+
+def color_mode() -> str:
+    """--color of the root command; NO_COLOR (set and not empty) turns auto into never."""
+    context = click.get_current_context(silent=True)
+    mode = str(context.meta.get(COLOR_KEY, "auto")) if context is not None else "auto"
+    if mode == "auto" and os.environ.get("NO_COLOR"):
+        return "never"
+    return mode
+
+
+def _console(*, stderr: bool) -> Console:
+    mode = color_mode()
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=True,
+        # no colour system: no styles at all, bold and dim included (rich's no_color
+        # drops the colours only)
+        color_system=None if mode == "never" else "auto",
+        force_terminal=True if mode == "always" else None,
+    )
+
+
+def progress_wanted(quiet: bool) -> bool:
+    """A progress bar: on a terminal (stderr itself, whatever --color says), unless -q."""
+    return not quiet and sys.stderr.isatty()
+
+
+def result_console() -> Console:
+    """stdout: what the verb found (tables, lists, verdicts)."""
+    return _console(stderr=False)
+
+
+def diagnostic_console() -> Console:
+    """stderr: progress, warnings and events."""
+    return _console(stderr=True)
+
+
+# --- shared options ------------------------------------------------------------------------
+
+
+def verbosity_options(command: F) -> F:
+    """-q/--quiet and -v/--verbose, on every verb."""
+    command = click.option(
+        "-v", "--verbose", is_flag=True, help="Say more: every step and every file it concerns."
+    )(command)
+    return click.option(
+        "-q", "--quiet", is_flag=True, help="Print only the result and problems: no progress."
+    )(command)
+
+
+class PythonParam(click.ParamType[Path]):
+    """--python: an interpreter file or a virtual environment's directory."""
+
+    name = "PYTHON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        from repro.interpreter import resolve_python
+
+        option = f"--{param.name}" if param is not None and param.name else "--python"
+        return resolve_python(Path(value), option=option)
+
+
+PYTHON = PythonParam()

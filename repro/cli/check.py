@@ -9,14 +9,22 @@ from rich.console import Console
 from rich.text import Text
 
 from repro.check import CheckOptions, check_target
-from repro.cli._common import echo_json, jobs_option, signature_options
+from repro.cli._common import (
+    diagnostic_console,
+    echo_json,
+    jobs_option,
+    progress_wanted,
+    result_console,
+    signature_options,
+    verbosity_options,
+)
 from repro.cli._progress import hash_progress
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.manifest import CheckReport, printable_path
 from repro.signing import SignaturePolicy
 
 
-@click.command("check")
+@click.command("check", short_help="Verify a bundle (file, URL, directory) or a manifest.")
 @click.argument("target")
 @click.option("--strict", is_flag=True, help="Fail on malformed manifest lines.")
 @click.option(
@@ -27,8 +35,7 @@ from repro.signing import SignaturePolicy
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @jobs_option
 @signature_options
-@click.option("-q", "--quiet", is_flag=True, help="Print only problems.")
-@click.option("-v", "--verbose", is_flag=True, help="Also list every file that verified.")
+@verbosity_options
 def check_command(
     target: str,
     strict: bool,
@@ -41,14 +48,16 @@ def check_command(
     identity: str | None,
     require_signature: bool,
 ) -> int:
-    """Verify a bundle archive (streamed; - for stdin), directory or MANIFEST.sha256.
+    """Verify a bundle archive (streamed; - for stdin, or an http(s) URL), directory or
+    MANIFEST.sha256.
 
     Reports every mismatched, missing, unlisted and unreadable file and every
-    malformed manifest line at once. Exit 0: everything listed verified and nothing
-    is unlisted; 1: the bundle is invalid; 2: usage error or unreadable input.
+    malformed manifest line at once, on stdout (-q: only the problems; -v: every
+    file that verified too); the progress bar goes to stderr. Exit 0: everything
+    listed verified and nothing is unlisted; 1: the bundle is invalid; 2: usage
+    error or unreadable input.
     """
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    with hash_progress(console, enabled=not quiet) as bar:
+    with hash_progress(diagnostic_console(), enabled=progress_wanted(quiet)) as bar:
         report = check_target(
             target,
             CheckOptions(
@@ -66,7 +75,7 @@ def check_command(
         echo_json(document)
     else:
         _render(
-            console,
+            result_console(),
             report,
             passed=passed,
             strict=strict,

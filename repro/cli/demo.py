@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from repro.cli._common import echo_json
+from repro.cli._common import diagnostic_console, echo_json, verbosity_options
 from repro.demo import DemoReport, DemoStep, run_demo
 from repro.errors import EXIT_INVALID, EXIT_OK
 
 
-@click.command("demo")
+@click.command("demo", short_help="Run the whole round trip on an example; needs no GPU.")
 @click.option(
     "--workdir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -32,11 +32,21 @@ from repro.errors import EXIT_INVALID, EXIT_OK
     help="Put torch's CPU build in the example (default: when pip has it locally).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-def demo_command(workdir: Path | None, keep: bool, with_torch: bool | None, as_json: bool) -> int:
+@verbosity_options
+def demo_command(
+    workdir: Path | None,
+    keep: bool,
+    with_torch: bool | None,
+    as_json: bool,
+    quiet: bool,
+    verbose: bool,
+) -> int:
     """Show the whole round trip on an example deployment; needs no GPU."""
-    console = Console(stderr=True)
+    console = diagnostic_console()
 
     def say(step: DemoStep) -> None:
+        if quiet:
+            return
         mark = "[green]ok[/green]  " if step.ok else "[bold red]FAIL[/bold red]"
         console.print(f"{mark} {step.name:9} {step.seconds:6.1f} s  {step.proved}", highlight=False)
 

@@ -5,32 +5,40 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from repro.bundlediff import DiffReport, FactChange, TextChange, diff_views
 from repro.bundleview import load_bundle, load_environment
-from repro.cli._common import echo_json
+from repro.cli._common import (
+    PYTHON,
+    diagnostic_console,
+    echo_json,
+    result_console,
+    verbosity_options,
+)
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.snapshot.modulefiles import probed_by_import
 
 
-@click.command("diff")
+@click.command("diff", short_help="Compare two bundles, or a bundle and a live environment.")
 @click.argument("a")
 @click.argument("b", required=False)
 @click.option(
     "--python",
-    type=click.Path(path_type=Path),
+    type=PYTHON,
     help="Compare A with the live environment of this interpreter (or venv) instead of B.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option("--jobs", type=click.IntRange(min=1), help="Hashing threads for --python.")
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), help="Files hashed in parallel for --python."
+)
 @click.option(
     "--import-modules/--no-import-modules",
     default=None,
     help="With --python: import torch & co. in the live environment, or read them from "
     "files (default: the way bundle A was packed).",
 )
+@verbosity_options
 def diff_command(
     a: str,
     b: str | None,
@@ -38,8 +46,11 @@ def diff_command(
     as_json: bool,
     jobs: int | None,
     import_modules: bool | None,
+    quiet: bool,
+    verbose: bool,
 ) -> int:
-    """Compare bundle A with bundle B (archives, '-' or directories), or with --python.
+    """Compare bundle A with bundle B (archives, '-', http(s) URLs or directories), or with
+    --python. The differences go to stdout.
 
     Reports distributions added, removed, upgraded and downgraded, vault wheels,
     patches (with the diff between the two patched versions), units, environment
@@ -62,7 +73,7 @@ def diff_command(
     if as_json:
         echo_json(report.to_json())
     else:
-        _render(report)
+        _render(report, quiet=quiet)
     return EXIT_OK if report.identical else EXIT_INVALID
 
 
@@ -70,8 +81,8 @@ def _say(text: str) -> None:
     click.echo(text)
 
 
-def _render(report: DiffReport) -> None:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+def _render(report: DiffReport, *, quiet: bool) -> None:
+    console = result_console()
     console.print(f"[bold]--- {escape(report.a_label)}[/] ({escape(report.a)})")
     console.print(f"[bold]+++ {escape(report.b_label)}[/] ({escape(report.b)})")
     if report.identical:
@@ -93,10 +104,9 @@ def _render(report: DiffReport) -> None:
         _facts("  ", model.fields)
         _texts("  file", model.files)
     _texts("file", report.files)
-    if report.not_compared:
-        console.print(
-            f"[dim]not compared with a live environment: {', '.join(report.not_compared)}[/]"
-        )
+    if report.not_compared and not quiet:
+        skipped = escape(", ".join(report.not_compared))
+        diagnostic_console().print(f"[dim]not compared with a live environment: {skipped}[/]")
 
 
 def _arrow(old: str | None, new: str | None) -> str:

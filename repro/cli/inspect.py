@@ -9,12 +9,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from repro.cli._common import echo_json
+from repro.cli._common import diagnostic_console, echo_json, result_console, verbosity_options
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.inspect import InspectReport, copy_member, inspect_bundle
 
 
-@click.command("inspect")
+@click.command("inspect", short_help="Show what a bundle holds and whether it verifies.")
 @click.argument("bundle")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--patches", "show_patches", is_flag=True, help="Also print the patch diffs.")
@@ -24,21 +24,31 @@ from repro.inspect import InspectReport, copy_member, inspect_bundle
     metavar="PATH",
     help="Print the bytes of one member (e.g. env/environment.json) to stdout.",
 )
-def inspect_command(bundle: str, as_json: bool, show_patches: bool, member: str | None) -> int:
-    """Show what BUNDLE (an archive, '-' for stdin, or a bundle directory) holds.
+@verbosity_options
+def inspect_command(
+    bundle: str,
+    as_json: bool,
+    show_patches: bool,
+    member: str | None,
+    quiet: bool,
+    verbose: bool,
+) -> int:
+    """Show what BUNDLE (an archive, '-' for stdin, an archive's http(s) URL, or a bundle
+    directory) holds, on stdout (-q: only the verdict and problems; -v: every member
+    that verified too).
 
     Nothing is extracted: an archive is read once, every member hashed and the
     manifest verified in the same pass. Exit 0: the manifest verifies; 1: it does
     not (everything is still shown); 2: the bundle cannot be read.
     """
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = diagnostic_console()
     if member is not None:
         if as_json or show_patches:
             raise click.UsageError("--file prints raw bytes; it takes no --json or --patches")
         copied = copy_member(bundle, member, sys.stdout.buffer)
         if not copied.verified:
             why = "is not in the manifest" if copied.expected is None else "does not match"
-            console.print(f"[bold red]warning:[/] {member} {why} the manifest's digest")
+            console.print(f"[bold red]warning:[/] {escape(member)} {why} the manifest's digest")
             return EXIT_INVALID
         return EXIT_OK
     report = inspect_bundle(bundle)
@@ -48,13 +58,33 @@ def inspect_command(bundle: str, as_json: bool, show_patches: bool, member: str 
             document["diffs"] = {f"{p.dist}/{p.path}": p.diff for p in report.patches}
         echo_json(document)
     else:
-        _render(console, report)
+        _render(result_console(), report, quiet=quiet, verbose=verbose)
         if show_patches:
             _print_diffs(report)
     return EXIT_OK if report.verified else EXIT_INVALID
 
 
-def _render(console: Console, report: InspectReport) -> None:
+def _render(console: Console, report: InspectReport, *, quiet: bool, verbose: bool) -> None:
+    if not quiet:
+        console.print(_table(report))
+    else:
+        console.print(f"manifest: {_verdict(report)}")
+    view = report.view
+    if view.check is not None:
+        if verbose:
+            for path in view.check.verified:
+                console.print(f"[green]OK[/]         {escape(path)}")
+        for mismatch in view.check.mismatched:
+            console.print(f"[bold red]MISMATCH[/]   {escape(mismatch.path)}")
+        for path in view.check.missing:
+            console.print(f"[bold red]MISSING[/]    {escape(path)}")
+        for unlisted in view.check.unlisted:
+            console.print(f"[bold red]UNLISTED[/]   {escape(unlisted.path)}")
+        for unreadable in view.check.unreadable:
+            console.print(f"[bold red]UNREADABLE[/] {escape(unreadable.path)}")
+
+
+def _table(report: InspectReport) -> Table:
     view = report.view
     info = view.info
     source = view.origin
@@ -110,16 +140,7 @@ def _render(console: Console, report: InspectReport) -> None:
     row("models", "\n".join(models) or "none")
     row("files", "\n".join(f"{path} ({size} bytes)" for path, size in report.files) or "none")
     table.add_row("manifest", _verdict(report))
-    console.print(table)
-    if view.check is not None:
-        for mismatch in view.check.mismatched:
-            console.print(f"[bold red]MISMATCH[/]   {escape(mismatch.path)}")
-        for path in view.check.missing:
-            console.print(f"[bold red]MISSING[/]    {escape(path)}")
-        for unlisted in view.check.unlisted:
-            console.print(f"[bold red]UNLISTED[/]   {escape(unlisted.path)}")
-        for unreadable in view.check.unreadable:
-            console.print(f"[bold red]UNREADABLE[/] {escape(unreadable.path)}")
+    return table
 
 
 def _verdict(report: InspectReport) -> str:

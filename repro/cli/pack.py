@@ -10,19 +10,42 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from repro.cli._common import JOBS_DEFAULT, echo_json
+from repro.cli._common import (
+    JOBS_DEFAULT,
+    PYTHON,
+    diagnostic_console,
+    echo_json,
+    result_console,
+    verbosity_options,
+)
 from repro.errors import EXIT_OK
 from repro.snapshot.pack import PackOptions, PackResult, pack
 
+PACK_EPILOG = """\b
+Example:
+  repro pack /srv/dflash                  # ./dflash-<next version>.tar
+  repro pack /srv/dflash -o bundles/      # bundles/dflash-<next version>.tar
+  repro pack /srv/dflash -o b.tar.zst     # that file, zstd-compressed
 
-@click.command("pack")
+\b
+Exit codes:
+  0  packed
+  1  the environment cannot be packed as it is (see the message)
+  2  usage error, unreadable input, an -o repro cannot write
+"""
+
+
+@click.command(
+    "pack", short_help="Snapshot a workspace into one versioned bundle.", epilog=PACK_EPILOG
+)
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
-    help="Bundle file (ending .tar, .tar.gz, .tar.zst) or directory; '-' streams to stdout.",
+    help="Bundle file (ending .tar, .tar.gz, .tgz, .tar.zst, .tzst) or directory to write "
+    "<name>-<version>.tar into; '-' streams to stdout [default: the current directory].",
 )
-@click.option("--python", type=click.Path(path_type=Path), help="Interpreter (or venv) to pack.")
+@click.option("--python", type=PYTHON, help="Interpreter (or venv directory) to pack.")
 @click.option("--name", help="Bundle name (default: repro.toml, else SOURCE's name).")
 @click.option("--version", "version", help="Bundle version (default: next after the newest).")
 @click.option(
@@ -45,7 +68,10 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
 )
 @click.option("--unit", "units", multiple=True, help="Systemd unit to carry (repeatable).")
 @click.option(
-    "--jobs", type=click.IntRange(min=1), help=f"Hashing threads (default: {JOBS_DEFAULT})."
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    help=f"Files hashed in parallel [default: {JOBS_DEFAULT}].",
 )
 @click.option("--offline", is_flag=True, help="Never download (pristine wheels, vault).")
 @click.option(
@@ -67,6 +93,7 @@ from repro.snapshot.pack import PackOptions, PackResult, pack
     "(repro.toml [env] import_modules).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@verbosity_options
 def pack_command(
     source: Path,
     output: str | None,
@@ -84,9 +111,16 @@ def pack_command(
     sign: Path | None,
     import_modules: bool | None,
     as_json: bool,
+    quiet: bool,
+    verbose: bool,
 ) -> int:
-    """Snapshot SOURCE (a workspace with a venv) into <name>-<version>.tar."""
-    console = Console(stderr=True)
+    """Snapshot SOURCE (a workspace with a venv) into <name>-<version>.tar.
+
+    Without -o the bundle is written into the current directory. Progress and
+    warnings go to stderr; the summary to stdout on a terminal, else the bundle's
+    path alone (for `b=$(repro pack ws)`); -v lists what was left out.
+    """
+    console = diagnostic_console()
     to_stdout = output == "-"
     if to_stdout and as_json:
         raise click.UsageError("--json and -o - both want stdout")
@@ -108,30 +142,40 @@ def pack_command(
         sign=sign,
         import_modules=import_modules,
     )
-    result = pack(options, progress=lambda message: console.print(f"[dim]pack:[/] {message}"))
+
+    def progress(message: str) -> None:
+        if not quiet:
+            console.print(f"[dim]pack:[/] {escape(message)}")
+
+    result = pack(options, progress=progress)
     if as_json:
         echo_json(result.to_json())
     else:
-        _summary(console, result)
+        # stdout is the archive with -o -, or a script's $(...): the table goes to stderr
+        table_console = result_console() if sys.stdout.isatty() else console
+        _summary(table_console, console, result, quiet=quiet, verbose=verbose)
     return EXIT_OK
 
 
-def _summary(console: Console, result: PackResult) -> None:
-    table = Table(title=f"{result.name} {result.version}", show_header=False)
-    table.add_row("bundle", str(result.path) if result.path else "stdout")
+def _summary(
+    console: Console, diagnostics: Console, result: PackResult, *, quiet: bool, verbose: bool
+) -> None:
+    table = Table(title=escape(f"{result.name} {result.version}"), show_header=False)
+    table.add_row("bundle", escape(str(result.path)) if result.path else "stdout")
     if result.path is not None:
         table.add_row("size", f"{result.bundle_bytes / 2**20:.1f} MiB, {result.members} files")
     table.add_row("distributions", str(result.distributions))
-    table.add_row("vault wheels", ", ".join(result.vault_wheels) or "none")
-    table.add_row("patched files", "\n".join(result.patched_files) or "none")
-    table.add_row("units", ", ".join(result.units) or "none")
-    table.add_row("models", ", ".join(result.models) or "none")
+    table.add_row("vault wheels", escape(", ".join(result.vault_wheels)) or "none")
+    table.add_row("patched files", escape("\n".join(result.patched_files)) or "none")
+    table.add_row("units", escape(", ".join(result.units)) or "none")
+    table.add_row("models", escape(", ".join(result.models)) or "none")
     table.add_row("files", str(len(result.files)))
-    console.print(table)
+    if not quiet:
+        console.print(table)
     for warning in result.warnings:
         # escaped: a requirement's extras (`uvicorn[standard]`) are not markup
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    for item in result.left_out:
-        console.print(f"left out: {escape(item)}", highlight=False, soft_wrap=True)
+        diagnostics.print(f"[yellow]warning:[/] {escape(warning)}")
+    for item in result.left_out if (verbose or not quiet) else ():
+        diagnostics.print(f"left out: {escape(item)}")
     if result.path is not None and not sys.stdout.isatty():
         click.echo(str(result.path))

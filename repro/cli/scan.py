@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import asdict
@@ -9,21 +10,31 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from repro.cli._common import echo_json, jobs_option
+from repro.cli._common import (
+    PYTHON,
+    diagnostic_console,
+    echo_json,
+    jobs_option,
+    progress_wanted,
+    result_console,
+    verbosity_options,
+)
 from repro.errors import EXIT_INVALID, EXIT_OK, UsageError
+from repro.interpreter import resolve_python
 from repro.snapshot.environment import probe_environment
 from repro.snapshot.pristine import PristineCache, default_pip_cache, make_diff, pristine_file
 from repro.snapshot.scan import ScanReport, scan_environment
 
 
-@click.command("scan")
+@click.command("scan", short_help="List the files of installed packages that differ from RECORD.")
 @click.option(
     "--python",
     "python",
-    type=click.Path(path_type=Path),
-    help="Interpreter of the environment to scan.",
+    type=PYTHON,
+    help="Interpreter (or venv directory) of the environment to scan.",
 )
 @click.option(
     "--venv", type=click.Path(path_type=Path), help="Environment directory (uses its bin/python)."
@@ -41,6 +52,7 @@ from repro.snapshot.scan import ScanReport, scan_environment
     help="Wheel or unpacked tree holding the original files (else pip's cache or a download).",
 )
 @jobs_option
+@verbosity_options
 @click.argument("packages", nargs=-1)
 def scan_command(
     python: Path | None,
@@ -50,17 +62,23 @@ def scan_command(
     show_diff: bool,
     pristine: Path | None,
     jobs: int | None,
+    quiet: bool,
+    verbose: bool,
     packages: tuple[str, ...],
 ) -> int:
     """Compare installed files with their RECORD hashes and list modified, added and deleted
     files per distribution (all distributions, or the PACKAGES named).
 
+    The table and the verdict go to stdout (-q: the table only when something is
+    patched; -v: the distributions skipped too), what could not be read to stderr.
     Exit status: 0 clean, 1 patches found, 2 usage error.
     """
     interpreter = _interpreter(python, venv)
     facts = probe_environment(interpreter, imports=False)
-    console = Console(stderr=True)
-    with console.status("hashing installed files"):
+    diagnostics = diagnostic_console()
+    with contextlib.ExitStack() as stack:
+        if progress_wanted(quiet):
+            stack.enter_context(diagnostics.status("hashing installed files"))
         report = scan_environment(facts, packages=packages or None, ignore=ignore, jobs=jobs)
     diffs = _diffs(report, interpreter, pristine) if show_diff else {}
     if as_json:
@@ -69,7 +87,7 @@ def scan_command(
             document["diffs"] = diffs
         echo_json(document)
     else:
-        _render(console, report)
+        _render(result_console(), diagnostics, report, quiet=quiet, verbose=verbose)
         for path, diff in diffs.items():
             click.echo(diff if diff is not None else f"# {path}: pristine file not available\n")
     return EXIT_OK if report.clean else EXIT_INVALID
@@ -79,12 +97,12 @@ def _interpreter(python: Path | None, venv: Path | None) -> Path:
     if python is not None and venv is not None:
         raise UsageError("give --python or --venv, not both")
     if venv is not None:
-        return venv / "bin" / "python"
+        return resolve_python(venv, option="--venv")
     if python is not None:
         return python
     virtual_env = os.environ.get("VIRTUAL_ENV")
     if virtual_env:
-        return Path(virtual_env) / "bin" / "python"
+        return resolve_python(Path(virtual_env), option="VIRTUAL_ENV")
     raise UsageError(
         "no environment to scan", hint="pass --python PATH or --venv DIR, or activate a venv"
     )
@@ -129,20 +147,27 @@ def _report_document(report: ScanReport, interpreter: Path) -> dict[str, object]
     }
 
 
-def _render(console: Console, report: ScanReport) -> None:
+def _render(
+    console: Console, diagnostics: Console, report: ScanReport, *, quiet: bool, verbose: bool
+) -> None:
     if report.patched:
         table = Table(title="patched files")
         for column in ("distribution", "kind", "path"):
             table.add_column(column)
         for item in report.patched:
-            table.add_row(f"{item.dist} {item.version}", item.kind, item.path)
+            table.add_row(escape(f"{item.dist} {item.version}"), item.kind, escape(item.path))
         console.print(table)
     for bad in report.unreadable:
-        console.print(f"[yellow]unreadable[/] {bad.dist}: {bad.path}: {bad.error}")
-    for name, why in sorted(report.dists_skipped.items()):
-        console.print(f"[dim]skipped {name}: {why}[/]")
+        diagnostics.print(
+            f"[yellow]unreadable[/] {escape(bad.dist)}: {escape(bad.path)}: {escape(bad.error)}"
+        )
+    if verbose:
+        for name, why in sorted(report.dists_skipped.items()):
+            diagnostics.print(f"[dim]skipped {escape(name)}: {escape(why)}[/]")
     for path in report.ambiguous_added:
-        console.print(f"[yellow]unattributed[/] {path} (directory shared by several dists)")
+        console.print(f"[yellow]unattributed[/] {escape(path)} (directory shared by several dists)")
+    if quiet and report.clean:
+        return
     mib = report.bytes_checked / (1 << 20)
     verdict = "clean" if report.clean else f"{len(report.patched)} patched file(s)"
     console.print(

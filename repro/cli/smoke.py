@@ -6,9 +6,16 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from repro.cli._common import echo_json
+from repro.cli._common import (
+    PYTHON,
+    diagnostic_console,
+    echo_json,
+    result_console,
+    verbosity_options,
+)
 from repro.errors import EXIT_OK, EXIT_SMOKE
 from repro.ladder import LadderReport, RungResult, RungStatus, parse_rungs, run_ladder
 from repro.ladder.options import SmokeOptions, spec_from_options
@@ -21,7 +28,7 @@ def _render_rung(console: Console, result: RungResult) -> None:
     style = STYLE[result.status]
     console.print(
         f"[{style}]{result.status.value:4}[/{style}] {result.name:7} "
-        f"{result.duration_s:7.1f} s  {result.summary}",
+        f"{result.duration_s:7.1f} s  {escape(result.summary)}",
         highlight=False,
         markup=True,
         soft_wrap=True,
@@ -39,20 +46,23 @@ def _render_rung(console: Console, result: RungResult) -> None:
 
 
 def _render_table(console: Console, report: LadderReport) -> None:
-    table = Table(title=f"smoke ladder: {report.python}")
+    table = Table(title=escape(f"smoke ladder: {report.python}"))
     for column in ("rung", "status", "time", "result"):
         table.add_column(column)
     for r in report.results:
         style = STYLE[r.status]
         table.add_row(
-            r.name, f"[{style}]{r.status.value}[/{style}]", f"{r.duration_s:.1f} s", r.summary
+            r.name,
+            f"[{style}]{r.status.value}[/{style}]",
+            f"{r.duration_s:.1f} s",
+            escape(r.summary),
         )
     console.print(table)
 
 
-@click.command("smoke")
+@click.command("smoke", short_help="Climb the smoke-test ladder in an environment.")
 @click.option("--venv", type=click.Path(path_type=Path, file_okay=False), help="Target venv.")
-@click.option("--python", "python", type=click.Path(path_type=Path), help="Target interpreter.")
+@click.option("--python", "python", type=PYTHON, help="Target interpreter (or venv directory).")
 @click.option(
     "--bundle",
     type=click.Path(path_type=Path, file_okay=False, exists=True),
@@ -79,6 +89,7 @@ def _render_table(console: Console, report: LadderReport) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="${REPRO_MODELS} in the bundle's launch: where the model weights are.",
 )
+@verbosity_options
 def smoke_command(
     venv: Path | None,
     python: Path | None,
@@ -95,8 +106,13 @@ def smoke_command(
     log_dir: Path | None,
     home: Path | None,
     models: Path | None,
+    quiet: bool,
+    verbose: bool,
 ) -> int:
-    """Check that an environment really works, from python to a served generation."""
+    """Check that an environment really works, from python to a served generation.
+
+    Each rung is reported on stderr as it runs; the table of results goes to stdout
+    (--json: the report instead)."""
     options = SmokeOptions(
         venv=venv,
         python=python,
@@ -114,9 +130,12 @@ def smoke_command(
         models=models,
     )
     spec = spec_from_options(options)
-    console = Console(stderr=True)
-    report = run_ladder(spec, on_rung=lambda result: _render_rung(console, result))
-    _render_table(console, report)
+    console = diagnostic_console()
+    report = run_ladder(
+        spec, on_rung=lambda result: None if quiet else _render_rung(console, result)
+    )
     if as_json:
         echo_json(report.to_json())
+    else:
+        _render_table(result_console(), report)
     return EXIT_OK if report.ok else EXIT_SMOKE

@@ -6,9 +6,19 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from repro.cli._common import echo_json, signature_options
+from repro.cli._common import (
+    JOBS_DEFAULT,
+    PYTHON,
+    diagnostic_console,
+    echo_json,
+    result_console,
+    signature_options,
+    verbosity_options,
+)
 from repro.errors import EXIT_OK
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
@@ -29,12 +39,39 @@ STYLE = {
 }
 
 
-@click.command("unpack")
+UNPACK_EPILOG = """\b
+Example:
+  repro unpack dflash-3.tar --target /srv/dflash
+  repro unpack https://host/dflash-3.tar --target /srv/dflash --offline
+
+\b
+Exit codes:
+  0  rebuilt (or already in the bundle's state; --dry-run: the plan)
+  1  the bundle does not verify, or the preflight failed
+  2  usage error or unreadable bundle; a target holding another bundle
+  3  install failed
+  4  patch conflict: nothing was written
+  5  smoke ladder failed
+"""
+
+UNPATCH_EPILOG = """\b
+Exit codes:
+  0  restored, or nothing was patched
+  2  TARGET is not a target `repro unpack` wrote
+  4  files changed since patching (nothing restored; --force restores anyway)
+"""
+
+
+@click.command(
+    "unpack",
+    short_help="Rebuild a bundle into a fresh venv and smoke-test it.",
+    epilog=UNPACK_EPILOG,
+)
 @click.argument("bundle")
 @click.option(
     "--target", type=click.Path(path_type=Path), help="Venv to create (default ./NAME-VERSION)."
 )
-@click.option("--python", type=click.Path(path_type=Path), help="Interpreter for the new venv.")
+@click.option("--python", type=PYTHON, help="Interpreter (or a venv directory) for the new venv.")
 @click.option("--offline", is_flag=True, help="Install from the bundle's wheel vault only.")
 @click.option(
     "--installer", type=click.Choice(["auto", "uv", "pip"]), default="auto", show_default=True
@@ -54,6 +91,14 @@ STYLE = {
 )
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Files hashed in parallel by the verification [default: {JOBS_DEFAULT}].",
+)
+@verbosity_options
 def unpack_command(
     bundle: str,
     target: Path | None,
@@ -72,17 +117,24 @@ def unpack_command(
     identity: str | None,
     require_signature: bool,
     as_json: bool,
+    jobs: int | None,
+    quiet: bool,
+    verbose: bool,
 ) -> int:
     """Rebuild BUNDLE (a file, a directory, '-' for stdin, or an http(s) URL) into a fresh
-    venv: verify, preflight, install, patch, render units, check models, smoke ladder."""
-    console = Console(stderr=True)
+    venv: verify, preflight, install, patch, render units, check models, smoke ladder.
+
+    Each step is reported on stderr as it runs (-q: none of them); the summary table
+    goes to stdout (--json: the report). Without --target the venv is ./NAME-VERSION.
+    """
+    console = diagnostic_console()
 
     def event(step: str, status: str, detail: str) -> None:
+        if quiet:
+            return
         style = STYLE.get(status, "white")
         # soft_wrap: a command is printed on one line, exactly, never broken by rich.
-        console.print(
-            f"[{style}]{status:>12}[/{style}] {step}: {detail}", highlight=False, soft_wrap=True
-        )
+        console.print(f"[{style}]{status:>12}[/{style}] {escape(step)}: {escape(detail)}")
 
     def rung(result: RungResult) -> None:
         event(f"smoke {result.name}", result.status.value, result.summary)
@@ -102,6 +154,7 @@ def unpack_command(
         smoke=not no_smoke,
         no_exec=no_exec,
         signature=SignaturePolicy(allowed_signers, identity, require_signature),
+        jobs=jobs,
     )
     log_dir = (target.resolve() / STATE_DIR) if target else None
     report = unpack(
@@ -112,34 +165,43 @@ def unpack_command(
     if as_json:
         echo_json(report.to_json())
     else:
-        _summary(console, report)
+        _summary(result_console(), report)
     return EXIT_OK
 
 
 def _summary(console: Console, report: UnpackReport) -> None:
-    table = Table(title=f"unpack {report.name} {report.version} -> {report.target}")
+    table = Table(title=escape(f"unpack {report.name} {report.version} -> {report.target}"))
     table.add_column("step")
     table.add_column("status")
     table.add_column("detail")
     for step in report.steps:
         style = STYLE.get(step.status, "white")
-        table.add_row(step.name, f"[{style}]{step.status}[/{style}]", step.detail)
+        table.add_row(step.name, f"[{style}]{step.status}[/{style}]", escape(step.detail))
     console.print(table)
     for line in report.would_run:
-        console.print(f"--no-exec: not run: {line}", highlight=False, soft_wrap=True)
+        console.print(Text(f"--no-exec: not run: {line}"))
     if report.plan is not None:
-        console.print(f"dry run, nothing was created: {report.plan}", soft_wrap=True)
+        console.print(Text(f"dry run, nothing was created: {report.plan}"))
     elif not report.changed:
         console.print("nothing to do: the target is already in the bundle's state")
 
 
-@click.command("unpatch")
+@click.command(
+    "unpatch",
+    short_help="Restore the files that unpack patched in a target.",
+    epilog=UNPATCH_EPILOG,
+)
 @click.argument("target", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--force", is_flag=True, help="Restore even files changed since patching.")
-def unpatch_command(target: Path, force: bool) -> int:
+@verbosity_options
+def unpatch_command(target: Path, force: bool, quiet: bool, verbose: bool) -> int:
     """Restore the original files that `repro unpack` patched in TARGET; the next
-    `repro unpack` of the same bundle into TARGET applies the patches again."""
+    `repro unpack` of the same bundle into TARGET applies the patches again. The files
+    restored are listed on stdout."""
     restored = unpatch_target(target, force=force)
-    for path in restored:
-        click.echo(f"restored {path}", err=True)
+    console = result_console()
+    for path in restored if not quiet else ():
+        console.print(Text(f"restored {path}"))
+    if not restored:
+        console.print(Text(f"{target}: nothing was patched; nothing to restore"))
     return EXIT_OK

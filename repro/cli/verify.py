@@ -6,15 +6,16 @@ from pathlib import Path
 
 import click
 
-from repro.cli._common import echo_json
+from repro.cli._common import echo_json, verbosity_options
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.install.drift import target_drift
 
 
-@click.command("verify")
+@click.command("verify", short_help="Check an unpacked target for drift from its bundle.")
 @click.argument("target", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
-def verify_command(target: Path, as_json: bool) -> int:
+@verbosity_options
+def verify_command(target: Path, as_json: bool, quiet: bool, verbose: bool) -> int:
     """Check TARGET, written by `repro unpack`, against the bundle it was unpacked from:
     the installed distributions, the patched files, the restored workspace files and
     the rendered units. Exit 0 when nothing drifted, 1 when something did."""
@@ -24,6 +25,8 @@ def verify_command(target: Path, as_json: bool) -> int:
     else:
         for item in drift:
             click.echo(item.describe())
+        if quiet:
+            return EXIT_INVALID if drift else EXIT_OK
         click.echo(
             f"{target}: {len(drift)} difference(s) from its bundle"
             if drift

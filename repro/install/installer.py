@@ -199,17 +199,32 @@ def _source_args(plan: InstallPlan) -> list[str]:
     return args
 
 
-def _clean_env() -> dict[str, str]:
-    """The installer's environment without the caller's PIP_/UV_ settings.
-
-    The bundle's lock says where packages come from; a stray PIP_INDEX_URL on
-    the new box must not redirect the install.
-    """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PIP_", "UV_")) and k != "VIRTUAL_ENV"
+# What would redirect where packages come from, what gets installed, or into which
+# environment. The rest of the caller's settings stay: UV_CACHE_DIR, XDG_CACHE_HOME,
+# PIP_CACHE_DIR, proxies, certificates, timeouts, concurrency.
+REDIRECTING_ENV = frozenset(
+    {
+        "VIRTUAL_ENV",
+        # uv: indexes, links, configuration, resolution, the interpreter
+        "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX", "UV_DEFAULT_INDEX",
+        "UV_NO_INDEX", "UV_INDEX_STRATEGY", "UV_CONFIG_FILE", "UV_OVERRIDE", "UV_CONSTRAINT",
+        "UV_BUILD_CONSTRAINT", "UV_TORCH_BACKEND", "UV_PRERELEASE", "UV_RESOLUTION",
+        "UV_EXCLUDE_NEWER", "UV_PYTHON", "UV_SYSTEM_PYTHON", "UV_PROJECT_ENVIRONMENT",
+        # pip: the same, and installs elsewhere than the venv
+        "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+        "PIP_CONFIG_FILE", "PIP_CONSTRAINT", "PIP_REQUIREMENT", "PIP_PRE", "PIP_ONLY_BINARY",
+        "PIP_NO_BINARY", "PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER",
     }
+)  # fmt: skip
+
+
+def _clean_env() -> dict[str, str]:
+    """The installer's environment without what would redirect where packages come from.
+
+    The bundle's lock says where packages come from; a stray PIP_INDEX_URL on the new
+    box must not redirect the install. The user's cache settings are kept.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING_ENV}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 

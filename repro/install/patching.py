@@ -386,12 +386,11 @@ def _record_applied(
 
 
 def unpatch(state_dir: Path, site_packages: Path, *, force: bool = False) -> list[str]:
-    """Restore the originals of every applied patch; returns the paths restored."""
+    """Restore the originals of every applied patch; returns the paths restored (none
+    when no patch is applied: never patched, or restored already)."""
     path = state_dir / APPLIED
     if not path.exists():
-        raise InstallError(
-            f"{path}: no applied patches recorded", hint="nothing to undo in this target"
-        )
+        return []
     with exclusive_lock(state_dir / LOCK, what="patching"):
         recover_interrupted(state_dir, site_packages)
         records = _read_toml(path).get("files", [])

@@ -87,6 +87,7 @@ class UnpackOptions:
     smoke: bool = True
     no_exec: bool = False
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
+    jobs: int | None = None  # files hashed in parallel by the verification
 
 
 @dataclass
@@ -180,6 +181,7 @@ def verify_bundle_dir(
     where: str,
     signature: SignaturePolicy | None = None,
     known: Mapping[str, str] | None = None,
+    jobs: int | None = None,
 ) -> BundleInfo:
     """Signature first (when asked for), then every file against the manifest, then
     bundle.toml. `known`: digests taken while this process extracted the files (see
@@ -196,7 +198,7 @@ def verify_bundle_dir(
             source=where,
         )
     _verified(
-        verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=None, known=known), where
+        verify_directory(bundle_dir, bundle_dir / MANIFEST_NAME, jobs=jobs, known=known), where
     )
     toml = bundle_dir / "bundle.toml"
     if not toml.is_file():
@@ -238,7 +240,11 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
 
 
 def read_bundle(
-    bundle: str, staging_parent: Path, signature: SignaturePolicy | None = None
+    bundle: str,
+    staging_parent: Path,
+    signature: SignaturePolicy | None = None,
+    *,
+    jobs: int | None = None,
 ) -> tuple[Path, BundleInfo, bool]:
     """The verified bundle directory, its info, and whether it is a staging copy of ours.
 
@@ -247,14 +253,14 @@ def read_bundle(
     nothing can be judged before the whole stream has been read into staging."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
-        return directory, verify_bundle_dir(directory, bundle, signature), False
+        return directory, verify_bundle_dir(directory, bundle, signature, jobs=jobs), False
     _remove_stale_staging(staging_parent)
     dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
     infos: list[BundleInfo] = []
     written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
     def verify(top: Path) -> None:
-        infos.append(verify_bundle_dir(top, bundle, signature, known=written))
+        infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
 
     with _open_source(bundle) as (source, name):
         extract_archive(source, dest, source_name=name, verify=verify, digests=written)
@@ -371,7 +377,9 @@ def unpack(
             f"--target {options.target} is a symbolic link; refusing to write through it",
             hint="pass the real directory, or a path that does not exist yet",
         )
-    bundle_dir, info, ours = read_bundle(options.bundle, staging_parent, options.signature)
+    bundle_dir, info, ours = read_bundle(
+        options.bundle, staging_parent, options.signature, jobs=options.jobs
+    )
     try:
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
     finally:
@@ -655,6 +663,11 @@ def unpatch_target(target: Path, *, force: bool = False) -> list[str]:
     """
     state, info = target_info(target)
     interpreter = venv_dir(target, info) / "bin" / "python"
+    if not interpreter.exists():
+        raise InputError(
+            f"{target}: its rebuilt venv is gone (no {interpreter})",
+            hint="run `repro unpack` of its bundle into it again",
+        )
     restored = unpatch(target / STATE_DIR, site_packages_of(interpreter), force=force)
     state.forget("patch")
     return restored

@@ -239,10 +239,45 @@ def next_version(directory: Path, name: str) -> str:
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst")
 
 
+# Suffixes of archives repro does not write: -o with one of them is a mistake, never
+# the name of a directory to create.
+FOREIGN_ARCHIVE_SUFFIXES = (
+    ".tar.xz",
+    ".txz",
+    ".tar.bz2",
+    ".tbz2",
+    ".tbz",
+    ".tar.lz4",
+    ".tar.lzma",
+    ".tar.lz",
+    ".zip",
+    ".7z",
+    ".rar",
+    ".gz",
+    ".zst",
+    ".xz",
+    ".bz2",
+    ".lz4",
+    ".whl",
+)
+
+
 def _output_is_file(options: PackOptions) -> bool:
-    """-o names a bundle file when it ends like an archive; anything else is a directory."""
+    """-o names a bundle file when it ends like an archive; anything else is a directory.
+
+    A name ending like an archive repro does not write is refused (UsageError)."""
     output = options.output
-    return output is not None and not output.is_dir() and output.name.endswith(ARCHIVE_SUFFIXES)
+    if output is None or output.is_dir():
+        return False
+    if output.name.endswith(ARCHIVE_SUFFIXES):
+        return True
+    if output.name.lower().endswith(FOREIGN_ARCHIVE_SUFFIXES):
+        raise UsageError(
+            f"{output}: repro does not write this kind of archive (-o)",
+            hint=f"name the bundle with one of {', '.join(ARCHIVE_SUFFIXES)}, "
+            "or give a directory to write it into",
+        )
+    return False
 
 
 def _output_dir(options: PackOptions) -> Path:
@@ -547,6 +582,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         if not options.sign.is_file():
             raise UsageError(f"{options.sign}: no such private key file (--sign)")
         find_ssh_keygen()  # refuse before the long part, not after it
+    _output_is_file(options)  # refuses -o x.zip before the long part
     config = workspace_config(source)
     python = find_interpreter(source, options.python or config.env.python or _venv_python(config))
     import_modules = (
@@ -789,7 +825,8 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         )
         members.add("bundle.toml", dump_bundle_info(info))
         top = info.top_dir
-        bundle_file = output.name if output is not None else f"{top}.tar"
+        # the canonical name, never -o's: the archive's bytes do not depend on -o
+        bundle_file = f"{top}{_SUFFIX[compression]}"
         members.add(
             "REPRODUCE.md",
             render_reproduce(

@@ -69,10 +69,13 @@ def test_scan_cli_exit_codes_and_json(patched_env: PatchedEnv) -> None:
     assert bad.returncode == 2 and b"REPRO_HASH_PROCESSES='many'" in bad.stderr
     clean = run_repro("scan", "--venv", str(patched_env.venv.root), "six", "--ignore", "*.orig")
     assert clean.returncode == 0, clean.stderr
-    assert b"clean" in clean.stderr
+    assert b"clean" in clean.stdout
     human = run_repro("scan", "--python", python)
     assert human.returncode == 1
-    assert b"idna/core.py" in human.stderr and b"modified" in human.stderr
+    assert b"idna/core.py" in human.stdout and b"modified" in human.stdout
+    # --python takes the venv directory too, and means the same
+    by_dir = run_repro("scan", "--python", str(patched_env.venv.root))
+    assert (by_dir.returncode, by_dir.stdout) == (1, human.stdout)
     missing = run_repro("scan", "--python", "/nonexistent/python")
     assert missing.returncode == 2 and b"/nonexistent/python" in missing.stderr
 
