@@ -174,8 +174,8 @@ def _summary(
         console.print(table)
     for warning in result.warnings:
         # escaped: a requirement's extras (`uvicorn[standard]`) are not markup
-        diagnostics.print(f"[yellow]warning:[/] {escape(warning)}")
+        diagnostics.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     for item in result.left_out if (verbose or not quiet) else ():
-        diagnostics.print(f"left out: {escape(item)}")
+        diagnostics.print(f"left out: {escape(item)}", highlight=False, soft_wrap=True)
     if result.path is not None and not sys.stdout.isatty():
         click.echo(str(result.path))
