@@ -25,7 +25,7 @@ Where this differs from shlex.split (POSIX mode):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 PREFIX_CHARS = "-@+!:"
@@ -180,15 +180,22 @@ def _value(name: str, environment: Mapping[str, str], unit: str, warnings: list[
 
 
 def expand_words(
-    words: Sequence[Word], environment: Mapping[str, str], *, unit: str, warnings: list[str]
+    words: Sequence[Word],
+    environment: Mapping[str, str],
+    *,
+    unit: str,
+    warnings: list[str],
+    provided: Collection[str] = (),
 ) -> list[str]:
-    """systemd's variable expansion of an already split command line."""
+    """systemd's variable expansion of an already split command line; the variables
+    of `provided` (set on the target, by the secrets drop-in) stay as ${NAME}."""
+    kept = {*KEPT_VARIABLES, *provided}
     argv: list[str] = []
     for word in words:
         whole = _WHOLE_VARIABLE.fullmatch(word.text)
         if whole is not None:
             name = whole.group(1)
-            if name in KEPT_VARIABLES:
+            if name in kept:
                 argv.append(f"${{{name}}}")
             else:
                 argv.extend(_value(name, environment, unit, warnings).split())
@@ -198,8 +205,8 @@ def expand_words(
             name = match.group(1)
             if name is None:
                 return "$"
-            if name in KEPT_VARIABLES:
-                return match.group(0)
+            if name in kept:
+                return f"${{{name}}}"
             return _value(name, environment, unit, warnings)
 
         argv.append(_VARIABLE.sub(replace, word.text))
@@ -232,8 +239,9 @@ def _environment(values: Sequence[str], unit: str, warnings: list[str]) -> dict[
     return environment
 
 
-def parse_service(text: str, *, unit: str) -> ServiceExec:
-    """The command, environment and working directory of a unit file's [Service]."""
+def parse_service(text: str, *, unit: str, provided: Collection[str] = ()) -> ServiceExec:
+    """The command, environment and working directory of a unit file's [Service];
+    `provided` names variables the target sets (they stay ${NAME} in argv)."""
     warnings: list[str] = []
     settings = service_settings(text)
     environment = _environment([v for k, v in settings if k == "Environment"], unit, warnings)
@@ -256,5 +264,5 @@ def parse_service(text: str, *, unit: str) -> ServiceExec:
     words = [Word(program, first.quoted), *rest] if program else rest
     if "@" in prefixes and len(words) > 1:
         words = [words[0], *words[2:]]  # the second word is only argv[0] for the program
-    argv = expand_words(words, environment, unit=unit, warnings=warnings)
+    argv = expand_words(words, environment, unit=unit, warnings=warnings, provided=provided)
     return ServiceExec(unit, tuple(argv), prefixes, environment, directory, tuple(warnings))

@@ -132,9 +132,11 @@ def test_units_give_the_launch_commands(packed: tuple[Workspace, Path]) -> None:
     assert TOKEN not in (tree / "bundle.toml").read_text()
     report = json.loads((tree / "env" / "pack-report.json").read_text())
     assert (
-        "sglang-dflash.service: Environment=HF_TOKEN looks like a credential; "
-        "not recorded in the launch command"
+        "sglang-dflash.service: Environment=HF_TOKEN looks like a credential (its name); "
+        "taken out of the unit: set it on the target in "
+        "services/sglang-dflash.service.d/repro-secrets.env"
     ) in report["warnings"]
+    assert TOKEN not in (tree / "services" / "sglang-dflash.service").read_text()
 
 
 def test_the_ladder_reads_the_first_with_the_targets_paths(packed: tuple[Workspace, Path]) -> None:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.dropin import REQUIRED_MARK, required_names
 from repro.errors import InputError
 from repro.snapshot import services
 
@@ -39,7 +40,8 @@ def test_capture_unit_templates_paths_and_redacts_env_file(tmp_path: Path) -> No
     (env,) = captured.environment_files
     env_text = env.content.decode()
     assert "hf_abcdef" not in env_text and "xyz" not in env_text
-    assert "HF_TOKEN=<redacted>" in env_text
+    assert f"{REQUIRED_MARK}\nHF_TOKEN=\n" in env_text
+    assert required_names(env_text) == ("HF_TOKEN", "API_KEY")
     assert "NCCL_DEBUG=INFO" in env_text
     assert set(env.redacted) == {"HF_TOKEN", "API_KEY"}
     rendered = services.render_unit(text, {"REPRO_VENV": "/srv/new/venv", "REPRO_HOME": "/srv/new"})

@@ -36,6 +36,7 @@ STYLE = {
     "failed": "bold red",
     "will run": "magenta",
     "would run": "magenta",
+    "needs": "yellow",
 }
 
 

@@ -1,4 +1,9 @@
-"""Render a bundle's systemd units with the target's paths; install them only if asked."""
+"""Render a bundle's systemd units with the target's paths; install them only if asked.
+
+A unit's environment files (its drop-in of credentials, repro.dropin, and the files its
+EnvironmentFile= named on the source) are written with mode 0600. A value the operator
+has set in one of them on an earlier run is kept when it is rendered again.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.dropin import required_names, unset_names
 from repro.errors import InstallError
 from repro.install.atomic import atomic_write
 from repro.snapshot.services import UNIT_SUFFIXES, render_unit, validate_unit_name
@@ -21,6 +27,63 @@ class RenderedUnit:
     name: str
     path: Path
     exec_start: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RequiredSecret:
+    """A credential a rendered unit reads from one of its environment files."""
+
+    unit: str
+    name: str
+    file: Path  # where the operator sets it
+    provided: bool  # the file gives it a value
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "unit": self.unit,
+            "name": self.name,
+            "file": str(self.file),
+            "provided": self.provided,
+        }
+
+
+_SETTING = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
+
+
+def _keep_provided(rendered: str, existing: str) -> str:
+    """`rendered` with the values `existing` (the file on the target) gives to the
+    names marked as removed at pack time: an operator's credential survives a rerun."""
+    names = set(required_names(rendered))
+    unset = set(unset_names(existing, names))
+    values: dict[str, str] = {}
+    for line in existing.splitlines():
+        match = _SETTING.match(line.strip())
+        if match is not None and match.group("name") in names - unset:
+            values[match.group("name")] = match.group("value")
+    out = []
+    for line in rendered.splitlines(keepends=True):
+        match = _SETTING.match(line.strip())
+        if match is not None and match.group("name") in values and not match.group("value"):
+            line = f"{match.group('name')}={values[match.group('name')]}\n"
+        out.append(line)
+    return "".join(out)
+
+
+def required_secrets(bundle: Path, target: Path) -> list[RequiredSecret]:
+    """Each credential the bundle's units read from an environment file, and whether
+    the rendered file under TARGET/services gives it a value."""
+    found: list[RequiredSecret] = []
+    for env_dir in sorted((bundle / "services").glob("*.d")):
+        unit = env_dir.name.removesuffix(".d")
+        for env_file in sorted(p for p in env_dir.iterdir() if p.is_file()):
+            names = required_names(env_file.read_text(encoding="utf-8"))
+            dest = target / "services" / env_dir.name / env_file.name
+            try:
+                unset = set(unset_names(dest.read_text(encoding="utf-8"), names))
+            except (OSError, UnicodeDecodeError):
+                unset = set(names)
+            found += [RequiredSecret(unit, name, dest, name not in unset) for name in names]
+    return found
 
 
 def _point_env_file(text: str, name: str, dest: Path) -> str:
@@ -81,6 +144,8 @@ def render_units(
             for env_file in sorted(env_dir.iterdir()):
                 dest = out_dir / f"{unit.name}.d" / env_file.name
                 content = render_unit(env_file.read_text(encoding="utf-8"), values)
+                if dest.is_file():
+                    content = _keep_provided(content, dest.read_text(encoding="utf-8"))
                 atomic_write(dest, content.encode(), mode=0o600)
                 text = _point_env_file(text, env_file.name, dest)
         path = out_dir / unit.name

@@ -16,7 +16,7 @@ import secrets
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -47,7 +47,14 @@ from repro.install.installer import (
 from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
-from repro.install.services import SYSTEMD_DIR, check_units, install_units, render_units
+from repro.install.services import (
+    SYSTEMD_DIR,
+    RequiredSecret,
+    check_units,
+    install_units,
+    render_units,
+    required_secrets,
+)
 from repro.install.smoke import SmokeStep
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
@@ -114,6 +121,7 @@ class UnpackReport:
     venv: str = ""
     drift: list[Drift] = field(default_factory=list)  # a rerun: what changed since
     would_run: list[str] = field(default_factory=list)  # --no-exec: what was not run
+    secrets: list[RequiredSecret] = field(default_factory=list)  # credentials units need
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,6 +142,7 @@ class UnpackReport:
             "models": [m.to_json() for m in self.models],
             "smoke": self.smoke,
             "would_run": self.would_run,
+            "secrets": [s.to_json() for s in self.secrets],
         }
 
 
@@ -561,6 +570,8 @@ def _install_steps(
                     u.path.relative_to(target).as_posix(): sha256_file(u.path) for u in units
                 },
             )
+        report.secrets = required_secrets(kept, target)
+        _say_secrets(run, report.secrets)
         if not run.skip_if_done("models"):
             checks = check_models(info.models, options.models, home=target)
             report.models = checks
@@ -637,6 +648,22 @@ def _wipe_target(target: Path) -> None:
     if not (target / STATE_DIR / "state.toml").exists():
         raise UsageError(f"{target} is not a repro target; refusing to remove it")
     shutil.rmtree(target)
+
+
+def _say_secrets(run: _Run, secrets: Sequence[RequiredSecret]) -> None:
+    """One event per environment file that still lacks a credential a unit reads."""
+    missing: dict[Path, list[RequiredSecret]] = {}
+    for item in secrets:
+        if not item.provided:
+            missing.setdefault(item.file, []).append(item)
+    for file, items in missing.items():
+        names = ", ".join(item.name for item in items)
+        run.events(
+            "services",
+            "needs",
+            f"{items[0].unit} needs {names}: taken out at pack time; set "
+            f"{'them' if len(items) > 1 else 'it'} in {file} (mode 0600) before starting it",
+        )
 
 
 def _plan(bundle_dir: Path, target: Path, options: UnpackOptions) -> str:

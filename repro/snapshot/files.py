@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from repro.errors import ConfigError
+from repro.secrets import TOKEN_VALUE_BYTES, has_url_credentials
 
 SECRET_FILE_PATTERNS = (
     ".netrc",
@@ -110,8 +111,7 @@ _ASSIGNMENT = re.compile(
     re.MULTILINE,
 )
 _KNOWN_SECRETS = re.compile(
-    rb"hf_[A-Za-z0-9]{30,}|ghp_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40,}|"
-    rb"AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|"
+    TOKEN_VALUE_BYTES.pattern + rb"|-----BEGIN [A-Z ]*PRIVATE KEY-----|"
     rb"^[ \t]*(?:machine|default)\b[^\n]*\bpassword[ \t]+\S+|^[ \t]*password[ \t]+\S+",
     re.MULTILINE,
 )
@@ -144,6 +144,27 @@ def secret_in_file(path: Path, known_values: Sequence[str] = ()) -> str | None:
             return f"assigns {match.group(1).decode()}"
     if _KNOWN_SECRETS.search(head):
         return "holds what looks like a token, password or private key"
+    return None
+
+
+_PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+
+
+def token_in_code(data: bytes, known_values: Sequence[str] = ()) -> str | None:
+    """Why a patched file's bytes hold what looks like a credential, or None: a token
+    shape (hf_..., sk-..., ghp_...), a private key, a URL with user:password, or the
+    value of one of `known_values`. Looser assignments (API_KEY = "...") are left out:
+    in code they are mostly names, not values."""
+    head = data[:MAX_SCANNED_BYTES]
+    if any(len(value) >= 8 and value.encode() in data for value in known_values):
+        return "the value of a secret environment variable"
+    found = TOKEN_VALUE_BYTES.search(head)
+    if found is not None:
+        return f"a token ({found.group(0)[:3].decode()}...)"
+    if _PRIVATE_KEY.search(head):
+        return "a private key"
+    if has_url_credentials(head.decode("utf-8", "replace")):
+        return "a URL with credentials"
     return None
 
 

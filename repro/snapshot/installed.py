@@ -21,6 +21,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
+from repro.secrets import scrub_document
 from repro.snapshot.record import RecordEntry
 from repro.snapshot.record import read_record as read_record_file
 
@@ -174,7 +175,7 @@ def read_dist(dist_info: Path, site_packages: Path) -> InstalledDist:
         except ValueError as exc:
             raise InputError(f"{dist_info / 'direct_url.json'}: not JSON: {exc}") from exc
         if isinstance(loaded, dict):
-            direct_url = loaded
+            direct_url = scrub_document(loaded)  # no URL credentials past this point
     editable = False
     if direct_url is not None:
         dir_info = direct_url.get("dir_info")

@@ -20,6 +20,7 @@ import tomli_w
 
 from repro import __version__, _toml
 from repro.errors import InputError, ProbeError, PylockError
+from repro.secrets import scrub_text
 from repro.snapshot.environment import EnvironmentFacts, normalize_name
 from repro.snapshot.indexes import IndexConfig
 
@@ -98,9 +99,11 @@ def run_pip_freeze(
 def freeze_from(
     proc: subprocess.CompletedProcess[bytes], python: Path, facts: EnvironmentFacts
 ) -> Freeze:
-    """The freeze from a finished `run_pip_freeze`, or derived from `facts` without pip."""
+    """The freeze from a finished `run_pip_freeze`, or derived from `facts` without pip.
+    pip prints `name @ git+https://user:token@host/...` as direct_url.json says: the
+    credentials are stripped (repro.secrets.scrub_text)."""
     if proc.returncode == 0:
-        return Freeze(proc.stdout.decode("utf-8", "replace"), derived=False)
+        return Freeze(scrub_text(proc.stdout.decode("utf-8", "replace")), derived=False)
     if b"No module named pip" not in proc.stderr:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
         raise ProbeError(f"pip freeze with {python} failed: {' | '.join(tail)}")
@@ -116,7 +119,7 @@ def freeze_from(
             lines.append(f"{dist.name} @ {url}")
         else:
             lines.append(f"{dist.name}=={dist.version}")
-    return Freeze("\n".join(lines) + "\n", derived=True)
+    return Freeze(scrub_text("\n".join(lines) + "\n"), derived=True)
 
 
 def _hashes_complete(pins: Sequence[Pin], hashes: Mapping[str, Sequence[str]] | None) -> bool:

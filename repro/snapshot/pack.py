@@ -46,7 +46,7 @@ from repro.errors import NotAsRecorded, UsageError
 from repro.hashing import hash_files
 from repro.memberfill import not_as_recorded
 from repro.patchset import dump_patchset
-from repro.secrets import is_secret_name
+from repro.secrets import is_secret_name, scrub_text
 from repro.servecmd import DEFAULT_PORTS
 from repro.signing import find_ssh_keygen
 from repro.snapshot import services as unit_capture
@@ -58,7 +58,7 @@ from repro.snapshot.bundlewriter import (
     write_bundle,
 )
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter
-from repro.snapshot.files import looks_secret, secret_in_file
+from repro.snapshot.files import MAX_SCANNED_BYTES, looks_secret, secret_in_file, token_in_code
 from repro.snapshot.indexcheck import IndexReport, check_index, target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
@@ -414,10 +414,23 @@ def _launch(config: Config, units: Sequence[unit_capture.CapturedUnit] = ()) -> 
         port = int(port_match.group(1)) if port_match else DEFAULT_PORTS[engine]
         if config.ladder.port is not None:
             port = config.ladder.port
+        shell = scrub_text(text)  # see _launch_secret_warnings
         commands.append(
-            LaunchCommand(name=f"launch-{index + 1}", port=port, engine=engine, shell=text)
+            LaunchCommand(name=f"launch-{index + 1}", port=port, engine=engine, shell=shell)
         )
     return LaunchInfo(tuple(commands))
+
+
+def _launch_secret_warnings(config: Config) -> list[str]:
+    """repro.toml [launch] commands that hold a credential: it is <redacted> in the
+    bundle; the command should read it from the environment instead."""
+    return [
+        f"repro.toml [launch] command {index + 1} holds a credential (a token or a URL "
+        "with user:password); it is <redacted> in the bundle: write ${NAME} in the "
+        "command and set NAME in the environment"
+        for index, text in enumerate(config.launch.commands)
+        if scrub_text(text) != text
+    ]
 
 
 def source_info(facts: EnvironmentFacts) -> SourceInfo:
@@ -690,6 +703,8 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             workspace=workspace,
         )
         warnings += patch_warnings
+        secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
+        warnings += _patch_secret_warnings(patches, secret_values)
         carriers = _vault_pristine(scan, found_pristine)
 
         # What this scan read is staged for the cache now (put in place once the bundle is
@@ -739,10 +754,10 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
         units = units_job.result()
         for unit in units:
             warnings += unit.warnings
+        warnings += _launch_secret_warnings(config)
         models, model_warnings = _models(options, config, units)
         warnings += model_warnings
         carried = []
-        secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
         sized, left_out = split_by_size(config.files.matched, source)
         left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
         for path in sized:
@@ -858,6 +873,8 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             ).encode(),
             executable=True,
         )
+        # A warning may quote what it read (a URL, a unit line): never a credential.
+        warnings = [scrub_text(warning, secret_values) for warning in warnings]
         members.add(
             "env/pack-report.json",
             _pack_report(scan, sorted(set(warnings)), unmet, left_out),
@@ -974,6 +991,34 @@ def _record_mtime(facts: EnvironmentFacts) -> int:
         with contextlib.suppress(OSError):
             times.append(int(record.stat().st_mtime))
     return max(times, default=0)
+
+
+def _patch_secret_warnings(
+    patches: Sequence[CollectedPatch], known_values: Sequence[str]
+) -> list[str]:
+    """A warning for each patched file (full or diff) that holds what looks like a
+    credential. The file is still carried: a patch is code, and repro does not edit it."""
+    warnings = []
+    for patch in patches:
+        full = patch.full
+        if isinstance(full, Path):
+            try:
+                with full.open("rb") as stream:
+                    full = stream.read(MAX_SCANNED_BYTES)
+            except OSError:
+                full = None  # the writing reports an unreadable file
+        why = None
+        for data in (full, patch.diff.encode() if patch.diff else None):
+            if why is None and data:
+                why = token_in_code(data, known_values)
+        if why is not None:
+            entry = patch.entry
+            warnings.append(
+                f"patches/full/{entry.dist}/{entry.path}: the patched file holds {why}; "
+                "it is carried as it is (a patch is code, repro does not edit it): take "
+                "the credential out of the file and pack again"
+            )
+    return warnings
 
 
 def _add_patches(members: Members, patches: Sequence[CollectedPatch]) -> None:

@@ -3,8 +3,11 @@
 Absolute paths that point into the source venv or workspace become ${REPRO_VENV}
 and ${REPRO_HOME}; a model directory outside both becomes ${REPRO_MODELS}/<its
 name>. The unpacker fills them in with the target's paths. Files named by
-EnvironmentFile= come along, with secret-looking values redacted. A unit whose
-ExecStart= runs a server (repro.servecmd) gives a launch command for the ladder.
+EnvironmentFile= come along, with secret-looking values emptied. Credentials written
+in the unit itself (Environment=, ExecStart= arguments) are taken out
+(repro.snapshot.unitsecrets): the unit reads them from a drop-in the operator fills on
+the target (repro.dropin). A unit whose ExecStart= runs a server (repro.servecmd)
+gives a launch command for the ladder.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.bundle import LaunchCommand, Role
+from repro.dropin import REQUIRED_MARK, dropin_member, render_dropin
 from repro.errors import InputError
-from repro.secrets import is_secret_name, redact_assignment
+from repro.secrets import is_secret_name, scrub_text, secret_assignment
 from repro.servecmd import PortNotANumber, model_arguments, serve_command
+from repro.snapshot.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.unitexec import ServiceExec, parse_service
 
 UNIT_SUFFIXES = (".service", ".socket", ".timer", ".path", ".target", ".mount")
@@ -99,6 +104,7 @@ class CapturedUnit:
     warnings: tuple[str, ...]
     launch: LaunchCommand | None = None  # when ExecStart= runs a server
     models: tuple[UnitModel, ...] = ()  # model directories ExecStart= names
+    secrets: tuple[TakenSecret, ...] = ()  # credentials taken out of the unit
 
 
 def validate_unit_name(name: str, *, source: str) -> None:
@@ -133,7 +139,9 @@ def resolve_unit_names(names: Sequence[str], *, unit_dir: Path = SYSTEM_UNIT_DIR
 
 
 def redact_environment_file(text: str) -> tuple[str, tuple[str, ...]]:
-    """Redact KEY=value lines whose key looks secret; keep comments and layout."""
+    """Empty the values of KEY=value lines that hold a credential (repro.secrets
+    .secret_assignment), each marked for the operator (repro.dropin.REQUIRED_MARK);
+    keep comments and layout."""
     out: list[str] = []
     redacted: list[str] = []
     for line in text.splitlines(keepends=True):
@@ -141,13 +149,36 @@ def redact_environment_file(text: str) -> tuple[str, tuple[str, ...]]:
         if stripped and not stripped.startswith("#") and "=" in stripped:
             key, _, value = stripped.partition("=")
             key = key.removeprefix("export ").strip()
-            safe = redact_assignment(key, value)
-            if safe != value:
+            if secret_assignment(key, value.strip().strip("\"'")) is not None:
                 redacted.append(key)
-                ending = "\n" if line.endswith("\n") else ""
-                line = f"{key}={safe}{ending}"
+                line = f"{REQUIRED_MARK}\n{key}=\n"
         out.append(line)
     return "".join(out), tuple(redacted)
+
+
+def _taken_warning(unit: str, item: TakenSecret) -> str:
+    """Names the unit, the setting and the variable; never the value."""
+    where = f"on the target in services/{dropin_member(unit)}"
+    if item.key == "Environment":
+        return (
+            f"{unit}: Environment={item.name} looks like a credential ({item.why}); "
+            f"taken out of the unit: set it {where}"
+        )
+    return (
+        f"{unit}: {item.key}= {item.why} looks like a credential; taken out of the unit, "
+        f"now ${{{item.name}}}: set {item.name} {where}"
+    )
+
+
+def _dropin(unit: str, cleaned: CleanUnit) -> EnvironmentFile | None:
+    if not cleaned.taken:
+        return None
+    return EnvironmentFile(
+        source=Path(dropin_member(unit)),
+        bundle_name=dropin_member(unit),
+        content=render_dropin(unit, cleaned.names).encode(),
+        redacted=cleaned.names,
+    )
 
 
 def _verify_with_systemd(path: Path, timeout: float = 30) -> list[str]:
@@ -242,8 +273,10 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
         for argument in model_arguments(source_service.argv)
         if argument.value.startswith("/")
     )
-    env_files: list[EnvironmentFile] = []
-    warnings: list[str] = []
+    cleaned = clean_unit(text, unit=path.name)
+    dropin = _dropin(path.name, cleaned)
+    env_files: list[EnvironmentFile] = [] if dropin is None else [dropin]
+    warnings: list[str] = [_taken_warning(path.name, item) for item in cleaned.taken]
     for match in _ENV_FILE.finditer(text):
         env_path = Path(match.group("path"))
         if "$" in match.group("path") or not env_path.is_absolute():
@@ -261,11 +294,15 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
                 redacted=redacted,
             )
         )
-        warnings.extend(f"{env_path}: value of {key} redacted" for key in redacted)
+        warnings.extend(
+            f"{env_path}: value of {key} taken out; set it on the target in "
+            f"services/{path.name}.d/{env_path.name}"
+            for key in redacted
+        )
     if verify:
         warnings.extend(_verify_with_systemd(path))
-    content = paths.templatize(text)
-    service = parse_service(content, unit=path.name)
+    content = paths.templatize(cleaned.text)
+    service = parse_service(content, unit=path.name, provided=cleaned.names)
     warnings.extend(service.warnings)
     launch, launch_warnings = unit_launch(service)
     warnings.extend(launch_warnings)
@@ -274,9 +311,11 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
         source=path,
         content=content.encode(),
         environment_files=tuple(env_files),
-        warnings=tuple(warnings),
+        # systemd-analyze may quote a line it read: never a value taken out
+        warnings=tuple(scrub_text(warning, cleaned.values) for warning in warnings),
         launch=launch,
         models=models,
+        secrets=cleaned.taken,
     )
 
 
