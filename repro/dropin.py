@@ -54,12 +54,19 @@ def required_names(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def unset_names(text: str, names: Iterable[str]) -> tuple[str, ...]:
-    """Those of `names` that `text` leaves empty or does not set (the last
-    assignment wins, as in systemd)."""
+def read_values(text: str) -> dict[str, str]:
+    """NAME=value assignments of an environment file, the last one winning as in
+    systemd; quotes around a value are dropped."""
     values: dict[str, str] = {}
     for line in text.splitlines():
         match = _ASSIGNMENT.match(line)
         if match is not None:
             values[match.group("name")] = match.group("value").strip().strip("\"'")
+    return values
+
+
+def unset_names(text: str, names: Iterable[str]) -> tuple[str, ...]:
+    """Those of `names` that `text` leaves empty or does not set (the last
+    assignment wins, as in systemd)."""
+    values = read_values(text)
     return tuple(name for name in names if not values.get(name))

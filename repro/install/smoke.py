@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from repro.bundle import BundleInfo
-from repro.ladder import RUNG_NAMES, RungResult, RungStatus, run_ladder
+from repro.dropin import dropin_member, read_values, required_names
+from repro.ladder import RUNG_NAMES, LaunchSpec, RungResult, RungStatus, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 
 NO_EXEC_RUNGS = ("python",)
@@ -33,6 +36,27 @@ def verdict(results: Sequence[RungResult]) -> str:
     return "; ".join(parts)
 
 
+def with_unit_credentials(launch: LaunchSpec, info: BundleInfo, home: Path) -> LaunchSpec:
+    """The credentials pack took out of the launch's unit, as systemd would give them to
+    the service: the values the operator put in the unit's drop-in
+    (TARGET/services/<unit>.d/repro-secrets.env) set in its environment and expanded
+    where its command names them (${NAME}); one left empty expands to nothing."""
+    unit = next((c.unit for c in info.launch.commands if c.name == launch.name), None)
+    dropin = home / "services" / dropin_member(unit) if unit else None
+    if dropin is None or not dropin.is_file():
+        return launch
+    text = dropin.read_text(encoding="utf-8")
+    values = {name: "" for name in required_names(text)} | read_values(text)
+    pattern = re.compile(r"\$\{(" + "|".join(map(re.escape, values)) + r")\}")
+
+    def expand(arg: str) -> str:
+        return pattern.sub(lambda m: values[m.group(1)], arg) if values else arg
+
+    env = {**{k: v for k, v in values.items() if v}, **launch.env}
+    argv = tuple(expand(a) for a in launch.argv) if launch.argv else launch.argv
+    return replace(launch, argv=argv, env=env)
+
+
 def ladder_step(
     *,
     cpu: bool,
@@ -52,6 +76,9 @@ def ladder_step(
         spec = spec_from_bundle_dir(
             bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir, variables=variables
         )
+        if spec.launch is not None and "REPRO_HOME" in variables:
+            launch = with_unit_credentials(spec.launch, info, Path(variables["REPRO_HOME"]))
+            spec = replace(spec, launch=launch)
         report = run_ladder(spec, on_rung=on_rung)
         return {"passed": report.ok, "summary": verdict(report.results), "ladder": report.to_json()}
 
