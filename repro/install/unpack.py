@@ -16,6 +16,7 @@ import secrets
 import shlex
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,6 +271,22 @@ def read_bundle(
             source, dest, source_name=name, verify=verify, digests=written, progress=progress
         )
     return dest, infos[0], True
+
+
+@contextlib.contextmanager
+def opened_bundle(
+    bundle: str, *, jobs: int | None = None, progress: ProgressSink | None = None
+) -> Iterator[Path]:
+    """The directory of `bundle` while the block runs: a directory is itself (read
+    where it is, as `repro smoke --bundle DIR` always has); an archive file, '-' or an
+    http(s) URL is extracted by the safe reader into a temporary directory, verified
+    there, and removed afterwards."""
+    if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
+        yield Path(bundle)
+        return
+    with tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent:
+        directory, _info, _ours = read_bundle(bundle, Path(parent), jobs=jobs, progress=progress)
+        yield directory
 
 
 # --- steps -----------------------------------------------------------------------------
