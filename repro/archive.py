@@ -30,13 +30,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import IO, Any, BinaryIO, Literal, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
 from repro import tarformat
 from repro.errors import ArchiveError, InputError, UnsafeArchiveError, UsageError
 from repro.hashing import BackgroundSha256
 from repro.membercopy import MemberCopier
 from repro.tarformat import BLOCK, name_problem
+
+if TYPE_CHECKING:
+    from repro.manifest import ProgressSink
 
 Compression = Literal["none", "gz", "zst"]
 Kind = Literal["file", "dir"]
@@ -1068,8 +1071,14 @@ def _fileno(stream: BinaryIO) -> int | None:
 
 
 def _extract_into(
-    stream: BinaryIO, staging: Path, source: str, limits: ArchiveLimits, digests: dict[str, str]
+    stream: BinaryIO,
+    staging: Path,
+    source: str,
+    limits: ArchiveLimits,
+    digests: dict[str, str],
+    progress: ProgressSink | None = None,
 ) -> Path:
+    advance = progress.advance if progress is not None else None
     root_fd = os.open(staging, _DIR_FLAGS)
     walker = _DirWalker(root_fd)
     top: str | None = None
@@ -1084,11 +1093,15 @@ def _extract_into(
                 elif source_fd is not None and position is not None:
                     # an uncompressed archive file: members copied at their offsets
                     if copier is None:
-                        copier = stack.enter_context(MemberCopier(source_fd, source))
+                        copier = stack.enter_context(
+                            MemberCopier(source_fd, source, on_copied=advance)
+                        )
                     out = _create_member(walker, member)
                     copier.submit(member.name, out, position, member.size)
                 else:
                     digests[member.name] = _write_member(walker, member, data)
+                    if advance is not None:
+                        advance(member.size)
             if copier is not None:
                 digests.update(copier.finish())
         if top is None:  # only the top directory itself
@@ -1110,6 +1123,7 @@ def extract_archive(
     limits: ArchiveLimits | None = None,
     verify: Callable[[Path], None] | None = None,
     digests: dict[str, str] | None = None,
+    progress: ProgressSink | None = None,
 ) -> Path:
     """Extract the archive's top-level directory as `dest`; return `dest`.
 
@@ -1119,6 +1133,9 @@ def extract_archive(
     written); only then is it renamed into place. On any failure the staging
     directory is removed and `dest` is left as it was. A seekable archive is scanned
     completely before anything is written.
+
+    `progress` is told the files and bytes to come (`start`: 0 and 0 for a stream,
+    whose size is not known ahead) and each file's size once it is written (`advance`).
     """
     limits = limits or ArchiveLimits()
     _check_dest(dest)
@@ -1128,8 +1145,10 @@ def extract_archive(
         except OSError as exc:
             raise ArchiveError(f"cannot open {source}: {exc.strerror}") from exc
         with stream:
-            return _extract(cast(BinaryIO, stream), dest, source_name, limits, verify, digests)
-    return _extract(source, dest, source_name, limits, verify, digests)
+            return _extract(
+                cast(BinaryIO, stream), dest, source_name, limits, verify, digests, progress
+            )
+    return _extract(source, dest, source_name, limits, verify, digests, progress)
 
 
 def _extract(
@@ -1139,12 +1158,18 @@ def _extract(
     limits: ArchiveLimits,
     verify: Callable[[Path], None] | None,
     digests: dict[str, str] | None,
+    progress: ProgressSink | None = None,
 ) -> Path:
+    total_bytes = total_files = 0
     if _is_seekable(stream):
         start = stream.tell()
-        for _member in iter_members(stream, source=source_name, limits=limits):
-            pass
+        for member, data in iter_members(stream, source=source_name, limits=limits):
+            if data is not None:
+                total_bytes += member.size
+                total_files += 1
         stream.seek(start)
+    if progress is not None:
+        progress.start(total_bytes, total_files)
     staging = dest.parent / f".{dest.name}.staging-{secrets.token_hex(8)}"
     try:
         staging.mkdir(mode=0o700)
@@ -1154,7 +1179,7 @@ def _extract(
         ) from exc
     try:
         written = {} if digests is None else digests
-        top = _extract_into(stream, staging, source_name, limits, written)
+        top = _extract_into(stream, staging, source_name, limits, written, progress)
         if verify is not None:
             verify(top)
         _check_dest(dest)

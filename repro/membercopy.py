@@ -19,6 +19,7 @@ import hashlib
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
@@ -42,12 +43,20 @@ class MemberCopier:
     written. Use as a context manager: leaving it on an error waits for the copies in
     flight and closes every descriptor it was given."""
 
-    def __init__(self, source_fd: int, source: str, jobs: int | None = None) -> None:
+    def __init__(
+        self,
+        source_fd: int,
+        source: str,
+        jobs: int | None = None,
+        *,
+        on_copied: Callable[[int], None] | None = None,
+    ) -> None:
         self._source_fd = source_fd
+        self._on_copied = on_copied
         self._source = source
         self._jobs = max(1, min(jobs or default_jobs(), MAX_JOBS))
         self._pool = ThreadPoolExecutor(self._jobs, thread_name_prefix="repro-extract")
-        self._pending: list[tuple[str, int, Future[str]]] = []
+        self._pending: list[tuple[str, int, int, Future[str]]] = []
         self._digests: dict[str, str] = {}
         self._local = threading.local()
         self._direct = direct_io_enabled()
@@ -68,7 +77,7 @@ class MemberCopier:
     def submit(self, name: str, out_fd: int, offset: int, size: int) -> None:
         """Copy `size` bytes at `offset` into `out_fd` (which this copier closes)."""
         future = self._pool.submit(self._copy, name, out_fd, offset, size)
-        self._pending.append((name, out_fd, future))
+        self._pending.append((name, out_fd, size, future))
         # bounded: at most a few members (and their descriptors) wait
         while len(self._pending) > 2 * self._jobs:
             self._collect(self._pending.pop(0))
@@ -78,16 +87,18 @@ class MemberCopier:
             self._collect(self._pending.pop(0))
         return self._digests
 
-    def _collect(self, item: tuple[str, int, Future[str]]) -> None:
-        name, _fd, future = item
+    def _collect(self, item: tuple[str, int, int, Future[str]]) -> None:
+        name, _fd, size, future = item
         self._digests[name] = future.result()
+        if self._on_copied is not None:
+            self._on_copied(size)
 
     def _abort(self) -> None:
-        for _name, fd, future in self._pending:
+        for _name, fd, _size, future in self._pending:
             if future.cancel():
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        for _name, _fd, future in self._pending:
+        for _name, _fd, _size, future in self._pending:
             if not future.cancelled():
                 with contextlib.suppress(BaseException):
                     future.result()

@@ -3,6 +3,10 @@
 # ruff, mypy --strict and the whole pytest suite. Any failure fails the command.
 #   ./scripts/test.sh            everything (what CI runs)
 #   ./scripts/test.sh -m 'not slow and not engine'   pass extra pytest arguments
+#   ./scripts/test.sh --check-only   only check what the tests need from this machine
+# Before anything runs, scripts/check_test_setup.py checks the prerequisites (Python 3.10,
+# 3.11, 3.12, Debian's python3, bubblewrap, the local torch wheel, network to PyPI) and
+# fails naming each one missing and how to get it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -30,9 +34,14 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
 "$venv/bin/python" -m pip install -q -e ".[dev]"
+echo "== what the tests need"
+if [ "${1:-}" = "--check-only" ]; then
+    exec "$venv/bin/python" scripts/check_test_setup.py
+fi
+"$venv/bin/python" scripts/check_test_setup.py --quiet
 echo "== ruff"
-"$venv/bin/ruff" check repro tests bench
-"$venv/bin/ruff" format --check repro tests bench
+"$venv/bin/ruff" check repro tests bench scripts
+"$venv/bin/ruff" format --check repro tests bench scripts
 echo "== mypy --strict"
 "$venv/bin/mypy" --strict
 echo "== pytest"

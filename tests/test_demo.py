@@ -99,6 +99,21 @@ def test_a_failed_demo_removes_its_work_directory_unless_kept(tmp_path: Path, ke
         assert f"work directory removed: {workdir} (run again with --keep" in err
 
 
+def test_paths_with_brackets_are_printed_intact(tmp_path: Path) -> None:
+    """`[b]` in a path is text: rich would read it as bold and print the path without it."""
+    cache = broken_cache(tmp_path / "c[b]ache")
+    workdir = tmp_path / "run[b]dir"
+    result = run_repro(
+        "demo", "--no-torch", "--keep", "--workdir", str(workdir),
+        env={"XDG_CACHE_HOME": str(cache), "VIRTUAL_ENV": None, "COLUMNS": "500"},
+    )  # fmt: skip
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert f"work directory kept: {workdir}\n" in err
+    (failed,) = [line for line in err.splitlines() if line.startswith("FAIL pack")]
+    assert f"{cache}/repro/demo" in failed  # what the step proved names the workspace
+
+
 def test_a_work_directory_that_is_not_empty_is_refused(tmp_path: Path) -> None:
     (tmp_path / "mine.txt").write_text("not the demo's\n")
     result = run_repro("demo", "--workdir", str(tmp_path))

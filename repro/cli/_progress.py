@@ -23,38 +23,54 @@ DELAY_SECONDS = 0.5
 
 
 class HashProgressBar:
-    """A ProgressSink drawing bytes hashed / total and the rate with rich."""
+    """A ProgressSink drawing files and bytes done / total and the rate with rich.
 
-    def __init__(self, console: Console, description: str = "hashing") -> None:
+    Small work shows its bar only once it has run `delay` seconds (check: a bundle
+    verified in a blink draws nothing); a total of 0 is a stream of unknown size."""
+
+    def __init__(
+        self, console: Console, description: str = "hashing", delay: float = DELAY_SECONDS
+    ) -> None:
         self._console = console
         self._description = description
+        self._delay = delay
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self._total = 0
         self._done = 0
         self._started_at = 0.0
+        self._closed = False
 
     def start(self, total_bytes: int, total_files: int) -> None:
         self._total = total_bytes
         self._done = 0
         self._started_at = time.monotonic()
-        self._description = f"{self._description} {total_files} files"
-        if total_bytes >= IMMEDIATE_BYTES:
+        if total_files:
+            self._description = f"{self._description} {total_files} files"
+        if total_bytes >= IMMEDIATE_BYTES or self._delay <= 0:
             self._show()
 
     def advance(self, nbytes: int) -> None:
         self._done += nbytes
-        if self._progress is None and time.monotonic() - self._started_at >= DELAY_SECONDS:
+        if (
+            self._progress is None
+            and not self._closed
+            and time.monotonic() - self._started_at >= self._delay
+        ):
             self._show()
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=self._done)
 
     def close(self) -> None:
+        """Take the bar away; what is advanced after this draws nothing."""
+        self._closed = True
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
 
     def _show(self) -> None:
+        if self._closed:
+            return
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -65,18 +81,25 @@ class HashProgressBar:
             transient=True,
         )
         self._task = self._progress.add_task(
-            self._description, total=self._total, completed=self._done
+            self._description, total=self._total or None, completed=self._done
         )
         self._progress.start()
 
 
 @contextmanager
-def hash_progress(console: Console, *, enabled: bool = True) -> Iterator[HashProgressBar | None]:
-    """A progress bar for hashing, or None when stderr is not a terminal."""
+def hash_progress(
+    console: Console,
+    *,
+    enabled: bool = True,
+    description: str = "hashing",
+    delay: float = DELAY_SECONDS,
+) -> Iterator[HashProgressBar | None]:
+    """A progress bar (hashing, writing, extracting), or None when the console is not a
+    terminal."""
     if not enabled or not console.is_terminal:
         yield None
         return
-    bar = HashProgressBar(console)
+    bar = HashProgressBar(console, description, delay)
     try:
         yield bar
     finally:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from repro.cli._common import diagnostic_console, echo_json, verbosity_options
 from repro.demo import DemoReport, DemoStep, run_demo
@@ -48,7 +49,10 @@ def demo_command(
         if quiet:
             return
         mark = "[green]ok[/green]  " if step.ok else "[bold red]FAIL[/bold red]"
-        console.print(f"{mark} {step.name:9} {step.seconds:6.1f} s  {step.proved}", highlight=False)
+        # what a step proved names paths (the work directory): text, never markup
+        line = Text.from_markup(mark)
+        line.append(f" {step.name:9} {step.seconds:6.1f} s  {step.proved}")
+        console.print(line, highlight=False)
 
     report = run_demo(workdir, keep=keep, with_torch=with_torch, say=say)
     if as_json:
@@ -60,19 +64,21 @@ def demo_command(
 def _where(console: Console, report: DemoReport) -> None:
     """Where the run's files are, or that they are gone."""
     if report.kept:
-        console.print(f"work directory kept: {report.workdir}", highlight=False, soft_wrap=True)
+        console.print(
+            Text(f"work directory kept: {report.workdir}"), highlight=False, soft_wrap=True
+        )
         if report.bundle is not None:
-            console.print(f"bundle: {report.bundle}", highlight=False, soft_wrap=True)
+            console.print(Text(f"bundle: {report.bundle}"), highlight=False, soft_wrap=True)
         if report.target is not None:
-            console.print(f"rebuilt target: {report.target}", highlight=False, soft_wrap=True)
+            console.print(Text(f"rebuilt target: {report.target}"), highlight=False, soft_wrap=True)
         if not report.ok and report.logs is not None:
             console.print(
-                f"logs: {report.logs} (unpack-report.json, the ladder's logs)",
+                Text(f"logs: {report.logs} (unpack-report.json, the ladder's logs)"),
                 highlight=False,
                 soft_wrap=True,
             )
         return
     again = " (run again with --keep to keep it and its logs)" if not report.ok else ""
     console.print(
-        f"work directory removed: {report.workdir}{again}", highlight=False, soft_wrap=True
+        Text(f"work directory removed: {report.workdir}{again}"), highlight=False, soft_wrap=True
     )

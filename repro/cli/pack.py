@@ -15,9 +15,11 @@ from repro.cli._common import (
     PYTHON,
     diagnostic_console,
     echo_json,
+    progress_wanted,
     result_console,
     verbosity_options,
 )
+from repro.cli._progress import hash_progress
 from repro.errors import EXIT_OK
 from repro.snapshot.pack import PackOptions, PackResult, pack
 
@@ -147,7 +149,11 @@ def pack_command(
         if not quiet:
             console.print(f"[dim]pack:[/] {escape(message)}")
 
-    result = pack(options, progress=progress)
+    # the bar follows the writing of the archive, at once: pack is a long verb
+    with hash_progress(
+        console, enabled=progress_wanted(quiet), description="writing", delay=0
+    ) as bar:
+        result = pack(options, progress=progress, writing=bar)
     if as_json:
         echo_json(result.to_json())
     else:

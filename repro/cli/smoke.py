@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -65,8 +66,10 @@ def _render_table(console: Console, report: LadderReport) -> None:
 @click.option("--python", "python", type=PYTHON, help="Target interpreter (or venv directory).")
 @click.option(
     "--bundle",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
-    help="Unpacked bundle: python version, launch command, patched files, ladder settings.",
+    metavar="BUNDLE",
+    help="Bundle (unpacked directory, archive file, or http(s) URL; an archive is "
+    "extracted, verified and removed afterwards): python version, launch command, "
+    "patched files, ladder settings.",
 )
 @click.option("--rungs", help="Comma-separated: python,torch,triton,nccl,engine,server.")
 @click.option("--cpu", is_flag=True, help="No GPU: float32 matmul on the CPU, skip nccl.")
@@ -93,7 +96,7 @@ def _render_table(console: Console, report: LadderReport) -> None:
 def smoke_command(
     venv: Path | None,
     python: Path | None,
-    bundle: Path | None,
+    bundle: str | None,
     rungs: str | None,
     cpu: bool,
     keep_going: bool,
@@ -112,28 +115,36 @@ def smoke_command(
     """Check that an environment really works, from python to a served generation.
 
     Each rung is reported on stderr as it runs; the table of results goes to stdout
-    (--json: the report instead)."""
-    options = SmokeOptions(
-        venv=venv,
-        python=python,
-        bundle=bundle,
-        rungs=parse_rungs(rungs) if rungs is not None else None,
-        cpu=cpu,
-        keep_going=keep_going,
-        launch=launch,
-        service=service,
-        port=port,
-        engine=engine,
-        timeout=timeout,
-        log_dir=log_dir,
-        home=home,
-        models=models,
-    )
-    spec = spec_from_options(options)
-    console = diagnostic_console()
-    report = run_ladder(
-        spec, on_rung=lambda result: None if quiet else _render_rung(console, result)
-    )
+    (--json: the report instead). Exit 0: every rung run passed; 1: --bundle does not
+    verify; 2: usage error or unreadable bundle; 5: a rung failed."""
+    with contextlib.ExitStack() as stack:
+        bundle_dir = None
+        if bundle is not None:
+            # the unpack side (archive reader, fetch) is loaded only for a bundle
+            from repro.install.unpack import opened_bundle
+
+            bundle_dir = stack.enter_context(opened_bundle(bundle))
+        options = SmokeOptions(
+            venv=venv,
+            python=python,
+            bundle=bundle_dir,
+            rungs=parse_rungs(rungs) if rungs is not None else None,
+            cpu=cpu,
+            keep_going=keep_going,
+            launch=launch,
+            service=service,
+            port=port,
+            engine=engine,
+            timeout=timeout,
+            log_dir=log_dir,
+            home=home,
+            models=models,
+        )
+        spec = spec_from_options(options)
+        console = diagnostic_console()
+        report = run_ladder(
+            spec, on_rung=lambda result: None if quiet else _render_rung(console, result)
+        )
     if as_json:
         echo_json(report.to_json())
     else:

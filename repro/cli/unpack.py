@@ -15,10 +15,12 @@ from repro.cli._common import (
     PYTHON,
     diagnostic_console,
     echo_json,
+    progress_wanted,
     result_console,
     signature_options,
     verbosity_options,
 )
+from repro.cli._progress import hash_progress
 from repro.errors import EXIT_OK
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
@@ -158,11 +160,21 @@ def unpack_command(
         jobs=jobs,
     )
     log_dir = (target.resolve() / STATE_DIR) if target else None
-    report = unpack(
-        options,
-        events=event,
-        smoke=ladder_step(cpu=cpu, no_exec=no_exec, log_dir=log_dir, on_rung=rung),
-    )
+    with hash_progress(
+        console, enabled=progress_wanted(quiet), description="extracting", delay=0
+    ) as bar:
+        # the extraction comes first: the first step reported ends its bar
+        def step(name: str, status: str, detail: str) -> None:
+            if bar is not None:
+                bar.close()
+            event(name, status, detail)
+
+        report = unpack(
+            options,
+            events=step,
+            smoke=ladder_step(cpu=cpu, no_exec=no_exec, log_dir=log_dir, on_rung=rung),
+            progress=bar,
+        )
     if as_json:
         echo_json(report.to_json())
     else:

@@ -16,6 +16,7 @@ import secrets
 import shlex
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,7 @@ from repro.install.workspace import (
     restore_workspace,
     venv_dir,
 )
-from repro.manifest import MANIFEST_NAME, CheckReport, verify_directory
+from repro.manifest import MANIFEST_NAME, CheckReport, ProgressSink, verify_directory
 from repro.patchset import load_patchset
 from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.snapshot.lock import read_requirements_lock
@@ -254,12 +255,15 @@ def read_bundle(
     signature: SignaturePolicy | None = None,
     *,
     jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> tuple[Path, BundleInfo, bool]:
     """The verified bundle directory, its info, and whether it is a staging copy of ours.
 
     An archive is extracted into a staging directory and verified there (signature,
     then manifest): the signature and the manifest are an archive's last members, so
-    nothing can be judged before the whole stream has been read into staging."""
+    nothing can be judged before the whole stream has been read into staging.
+    `progress` follows the extraction (files and bytes written); a directory is read
+    where it is, with no extraction to follow."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
         return directory, verify_bundle_dir(directory, bundle, signature, jobs=jobs), False
@@ -272,8 +276,26 @@ def read_bundle(
         infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
 
     with _open_source(bundle) as (source, name):
-        extract_archive(source, dest, source_name=name, verify=verify, digests=written)
+        extract_archive(
+            source, dest, source_name=name, verify=verify, digests=written, progress=progress
+        )
     return dest, infos[0], True
+
+
+@contextlib.contextmanager
+def opened_bundle(
+    bundle: str, *, jobs: int | None = None, progress: ProgressSink | None = None
+) -> Iterator[Path]:
+    """The directory of `bundle` while the block runs: a directory is itself (read
+    where it is, as `repro smoke --bundle DIR` always has); an archive file, '-' or an
+    http(s) URL is extracted by the safe reader into a temporary directory, verified
+    there, and removed afterwards."""
+    if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
+        yield Path(bundle)
+        return
+    with tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent:
+        directory, _info, _ours = read_bundle(bundle, Path(parent), jobs=jobs, progress=progress)
+        yield directory
 
 
 # --- steps -----------------------------------------------------------------------------
@@ -374,7 +396,10 @@ def unpack(
     *,
     events: Events | None = None,
     smoke: SmokeStep | None = None,
+    progress: ProgressSink | None = None,
 ) -> UnpackReport:
+    """Rebuild `options.bundle`; `events` hears each step, `smoke` climbs the ladder,
+    `progress` follows the bundle's extraction (files and bytes)."""
     emit = events or (lambda step, status, detail: None)
     report = UnpackReport(bundle=options.bundle)
     staging_parent = _existing_ancestor(
@@ -387,7 +412,7 @@ def unpack(
             hint="pass the real directory, or a path that does not exist yet",
         )
     bundle_dir, info, ours = read_bundle(
-        options.bundle, staging_parent, options.signature, jobs=options.jobs
+        options.bundle, staging_parent, options.signature, jobs=options.jobs, progress=progress
     )
     try:
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)

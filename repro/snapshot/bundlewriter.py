@@ -32,7 +32,7 @@ from repro.directio import (
 )
 from repro.errors import InputError
 from repro.hashing import default_jobs
-from repro.manifest import MANIFEST_NAME, format_manifest
+from repro.manifest import MANIFEST_NAME, ProgressSink, format_manifest
 from repro.memberfill import FileRun, Hole, Piece, fill_holes
 from repro.signing import SIGNATURE_NAME, sign_manifest
 from repro.snapshot.zipstream import ZipPlan
@@ -182,7 +182,20 @@ def stream_members(
     sign: Path | None,
     fill: Fill | None = None,
     jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> None:
+    """Write `members` as the archive `top` into `out`; `progress` is told the files
+    and bytes to come, then each member's size once its bytes are written (the
+    manifest and signature, made at the end, count as they are added)."""
+    sizes: dict[str, int] = {}
+    if progress is not None:
+        sizes = {rel: _size(content) for rel, content in members.items.items()}
+        progress.start(sum(sizes.values()), len(sizes))
+
+    def advance(nbytes: int) -> None:
+        if progress is not None:
+            progress.advance(nbytes)
+
     with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
         taken: dict[str, str] = {}
         target = writer.hole_target()
@@ -195,6 +208,7 @@ def stream_members(
             elif isinstance(content, Streamed) and target is not None:
                 offset = writer.add_hole(rel, content.size)
                 holes.append(Hole(rel, offset, content.size, _pieces(content)))
+                continue  # its bytes count once written into the hole
             elif isinstance(content, Streamed):
                 digest = _add_streamed(writer, rel, content)
                 if content.deferred:
@@ -203,6 +217,7 @@ def stream_members(
                 writer.reserve(rel, content.placeholder, executable=executable)
             else:
                 writer.add_bytes(rel, content, executable=executable)
+            advance(sizes.get(rel, 0))
         if target is not None:
             fd, direct = target
             try:
@@ -225,6 +240,7 @@ def stream_members(
                         elif digest != content.sha256:
                             raise _changed_wheel(content, rel)
                         writer.settle(rel, digest)
+                        advance(content.size)
             except OSError as exc:
                 raise InputError(f"cannot write archive {top}: {exc.strerror or exc}") from exc
         if fill is not None:
@@ -232,8 +248,22 @@ def stream_members(
                 writer.fill(rel, data)
         manifest = format_manifest(writer.digests.items())
         writer.add_bytes(MANIFEST_NAME, manifest)
+        advance(len(manifest))
         if sign is not None:
-            writer.add_bytes(SIGNATURE_NAME, sign_manifest(manifest, sign))
+            signature = sign_manifest(manifest, sign)
+            writer.add_bytes(SIGNATURE_NAME, signature)
+            advance(len(signature))
+
+
+def _size(content: Content) -> int:
+    """A member's size before it is written (a file's as it is now)."""
+    if isinstance(content, Path):
+        return content.stat().st_size
+    if isinstance(content, Streamed):
+        return content.size
+    if isinstance(content, Reserved):
+        return len(content.placeholder)
+    return len(content)
 
 
 def _pieces(content: Streamed) -> Iterator[Piece]:
@@ -281,6 +311,7 @@ def write_bundle(
     sign: Path | None = None,
     fill: Fill | None = None,
     jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> int:
     """Write the archive to `output` (stdout when None); return its size in bytes."""
 
@@ -294,6 +325,7 @@ def write_bundle(
             sign=sign,
             fill=fill,
             jobs=jobs,
+            progress=progress,
         )
 
     if output is None:

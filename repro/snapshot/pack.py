@@ -44,6 +44,7 @@ from repro.config import Config
 from repro.diffapply import count_diff_lines
 from repro.errors import NotAsRecorded, UsageError
 from repro.hashing import hash_files
+from repro.manifest import ProgressSink
 from repro.memberfill import not_as_recorded
 from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name, scrub_text
@@ -571,18 +572,32 @@ def _vault_toml(report: VaultReport) -> bytes:
 DEFER_SHA_FROM = 64 << 10
 
 
-def pack(options: PackOptions, *, progress: Progress | None = None) -> PackResult:
+def pack(
+    options: PackOptions,
+    *,
+    progress: Progress | None = None,
+    writing: ProgressSink | None = None,
+) -> PackResult:
     """Pack; if a file whose check the scan left to the writing (its size is RECORD's)
-    turns out patched, pack again reading every file itself."""
+    turns out patched, pack again reading every file itself.
+
+    `progress` hears what pack does, in words; `writing` follows the archive being
+    written: its files and bytes, then each member's size once written."""
     try:
-        return _pack(options, progress, defer=True)
+        return _pack(options, progress, writing, defer=True)
     except NotAsRecorded as exc:
         if progress is not None:
             progress(f"{exc.message}: packing again, every file read by the scan")
-        return _pack(options, progress, defer=False)
+        return _pack(options, progress, writing, defer=False)
 
 
-def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> PackResult:
+def _pack(
+    options: PackOptions,
+    progress: Progress | None,
+    writing: ProgressSink | None,
+    *,
+    defer: bool,
+) -> PackResult:
     say = progress or (lambda message: None)
     # Every recorded path is taken against the workspace, never the current directory.
     options = replace(options, source=Path(os.path.abspath(options.source)))
@@ -900,6 +915,7 @@ def _pack(options: PackOptions, progress: Progress | None, *, defer: bool) -> Pa
             sign=options.sign,
             fill=fill,
             jobs=options.jobs,
+            progress=writing,
         )
         known.commit()
 

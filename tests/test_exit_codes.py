@@ -1,0 +1,283 @@
+"""Every verb maps every outcome to README's exit-code table, through the real CLI.
+
+0 success, 1 verification or preflight failed, 2 usage error or unreadable input,
+3 install failed, 4 patch conflict, 5 smoke ladder failed. The inputs are real: a
+workspace whose venv holds six with a hand patch, bundles packed from it (its wheels
+inside, or not; with a ladder whose server exits at once), a tampered copy whose
+manifest was not updated, one re-manifested around a wrong pristine hash, targets that
+`repro unpack` rebuilt (clean, drifted, unpatched).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from repro.manifest import write_manifest
+from tests._bundles import tamper
+from tests._venvs import find_python
+from tests.conftest import run_repro
+
+pytestmark = pytest.mark.slow
+
+FAILING_LAUNCH = "python -c 'raise SystemExit(3)'"
+SMOKE_PORT = 39187
+
+
+@dataclass(frozen=True)
+class Inputs:
+    paths: dict[str, Path]
+
+    def fill(self, argv: tuple[str, ...], tmp: Path) -> list[str]:
+        names = {key: str(path) for key, path in self.paths.items()}
+        return [part.format(tmp=tmp, **names) for part in argv]
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
+
+
+def _repro_ok(*argv: str) -> None:
+    result = run_repro(*argv)
+    assert result.returncode == 0, f"{argv}: {result.stderr.decode()}"
+
+
+def _workspace(root: Path, repro_toml: str, patch: str = "PATCHED = 1\n") -> Path:
+    root.mkdir(parents=True)
+    venv = root / ".venv"
+    _run([str(find_python("3.11")), "-m", "venv", str(venv)])
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "six==1.16.0"])
+    (six,) = venv.glob("lib/python3.11/site-packages/six.py")
+    six.write_text(six.read_text() + patch)
+    (root / "repro.toml").write_text(repro_toml)
+    return root
+
+
+def _pack(workspace: Path, out: Path, *extra: str) -> Path:
+    _repro_ok("pack", str(workspace), "-o", str(out), "--name", "demo", *extra)
+    return out
+
+
+def _unpack(bundle: Path, target: Path) -> Path:
+    _repro_ok("unpack", str(bundle), "--target", str(target), "--offline", "--cpu", "--no-smoke")
+    return target
+
+
+def _conflicting(bundle: Path, into: Path) -> Path:
+    """The bundle extracted, patches.toml naming another pristine hash for six.py and
+    its diff another context, the manifest written again: it verifies, and its patch
+    matches neither the installed file nor, through the diff, its lines."""
+    into.mkdir()
+    with tarfile.open(bundle) as archive:
+        archive.extractall(into, filter="data")
+    (top,) = into.iterdir()
+    toml = top / "patches" / "patches.toml"
+    text = toml.read_text()
+    start = text.index('pristine_sha256 = "') + len('pristine_sha256 = "')
+    toml.write_text(text[:start] + "0" * 64 + text[start + 64 :])
+    diff = top / "patches" / "diffs" / "six" / "six.py.diff"
+    diff.write_text(diff.read_text().replace("append(_importer)", "append(_not_there)"))
+    (top / "MANIFEST.sha256").unlink()
+    write_manifest(top)
+    return top
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
+    root = tmp_path_factory.mktemp("exit-codes")
+    ws = _workspace(root / "ws", "")
+    bundles = root / "bundles"
+    bundles.mkdir()
+    good = _pack(ws, bundles / "demo-1.tar", "--version", "1", "--wheels", "all")
+    other = _pack(ws, bundles / "demo-2.tar", "--version", "2", "--wheels", "all")
+    no_wheels = _pack(ws, bundles / "nowheels-1.tar", "--version", "1")
+    smoke_ws = _workspace(
+        root / "smoke-ws",
+        f'[launch]\ncommands = ["{FAILING_LAUNCH}"]\n\n'
+        f'[ladder]\nrungs = ["python", "server"]\ntimeout = 5\nport = {SMOKE_PORT}\n',
+        patch="PATCHED = 2\n",
+    )
+    failing_smoke = _pack(smoke_ws, bundles / "smoke-1.tar", "--version", "1", "--wheels", "all")
+    tampered = tamper(good, bundles / "tampered.tar", "env/pip-freeze.txt", b"six==9.9.9\n")
+    truncated = bundles / "truncated.tar"
+    truncated.write_bytes(good.read_bytes()[:5000])
+
+    targets = root / "targets"
+    clean = _unpack(good, targets / "clean")
+    drifted = _unpack(good, targets / "drifted")
+    (six,) = drifted.glob(".venv/lib/python3.11/site-packages/six.py")
+    six.write_text(six.read_text() + "EDITED_ON_THE_TARGET = 1\n")
+    to_unpatch = _unpack(good, targets / "to-unpatch")
+    unpatched = _unpack(good, targets / "unpatched")
+    _repro_ok("unpatch", str(unpatched))
+    venv_gone = _unpack(good, targets / "venv-gone")
+    shutil.rmtree(venv_gone / ".venv")
+
+    empty_venv = root / "empty-venv"
+    _run([str(find_python("3.11")), "-m", "venv", "--without-pip", str(empty_venv)])
+    not_a_target = root / "not-a-target"
+    not_a_target.mkdir()
+    return Inputs(
+        {
+            "ws": ws,
+            "venv": ws / ".venv",
+            "good": good,
+            "other": other,
+            "no_wheels": no_wheels,
+            "failing_smoke": failing_smoke,
+            "tampered": tampered,
+            "conflicting": _conflicting(good, root / "conflicting"),
+            "truncated": truncated,
+            "clean": clean,
+            "drifted": drifted,
+            "to_unpatch": to_unpatch,
+            "unpatched": unpatched,
+            "venv_gone": venv_gone,
+            "empty_venv": empty_venv,
+            "not_a_target": not_a_target,
+            "missing": root / "no-such-thing",
+        }
+    )
+
+
+OK, INVALID, USAGE, INSTALL, CONFLICT, SMOKE = 0, 1, 2, 3, 4, 5
+
+CASES: list[tuple[str, tuple[str, ...], int]] = [
+    # check
+    ("check-bundle", ("check", "{good}"), OK),
+    ("check-tampered", ("check", "{tampered}"), INVALID),
+    ("check-missing", ("check", "{missing}"), USAGE),
+    ("check-truncated", ("check", "{truncated}"), USAGE),
+    ("check-bad-jobs", ("check", "-j", "0", "{good}"), USAGE),
+    # inspect
+    ("inspect-bundle", ("inspect", "{good}"), OK),
+    ("inspect-tampered", ("inspect", "{tampered}"), INVALID),
+    ("inspect-missing", ("inspect", "{missing}"), USAGE),
+    ("inspect-truncated", ("inspect", "{truncated}"), USAGE),
+    ("inspect-file-and-json", ("inspect", "{good}", "--file", "bundle.toml", "--json"), USAGE),
+    # diff
+    ("diff-identical", ("diff", "{good}", "{good}"), OK),
+    ("diff-different", ("diff", "{good}", "{failing_smoke}"), INVALID),
+    ("diff-missing", ("diff", "{good}", "{missing}"), USAGE),
+    ("diff-no-second", ("diff", "{good}"), USAGE),
+    # scan
+    ("scan-clean", ("scan", "--python", "{empty_venv}"), OK),
+    ("scan-patched", ("scan", "--python", "{venv}"), INVALID),
+    ("scan-missing", ("scan", "--venv", "{missing}"), USAGE),
+    ("scan-not-a-venv", ("scan", "--python", "{not_a_target}"), USAGE),
+    # smoke
+    ("smoke-pass", ("smoke", "--python", "{venv}", "--rungs", "python", "--cpu"), OK),
+    (
+        "smoke-server-exits",
+        (
+            "smoke",
+            "--python",
+            "{venv}",
+            "--rungs",
+            "server",
+            "--launch",
+            FAILING_LAUNCH,
+            "--port",
+            str(SMOKE_PORT),
+            "--timeout",
+            "5",
+        ),
+        SMOKE,
+    ),
+    ("smoke-unknown-rung", ("smoke", "--python", "{venv}", "--rungs", "nope"), USAGE),
+    ("smoke-missing", ("smoke", "--python", "{missing}"), USAGE),
+    # unpack
+    ("unpack-ok", ("unpack", "{good}", "--target", "{tmp}/t", "--offline", "--cpu"), OK),
+    ("unpack-again", ("unpack", "{good}", "--target", "{clean}", "--offline", "--cpu"), OK),
+    ("unpack-tampered", ("unpack", "{tampered}", "--target", "{tmp}/t", "--offline"), INVALID),
+    ("unpack-missing", ("unpack", "{missing}", "--target", "{tmp}/t"), USAGE),
+    ("unpack-bad-option", ("unpack", "{good}", "--installer", "conda"), USAGE),
+    (
+        "unpack-other-bundle-there",
+        ("unpack", "{other}", "--target", "{clean}", "--offline", "--cpu"),
+        USAGE,
+    ),
+    (
+        "unpack-offline-without-wheels",
+        ("unpack", "{no_wheels}", "--target", "{tmp}/t", "--offline", "--cpu", "--no-smoke"),
+        INSTALL,
+    ),
+    (
+        "unpack-patch-conflict",
+        ("unpack", "{conflicting}", "--target", "{tmp}/t", "--offline", "--cpu", "--no-smoke"),
+        CONFLICT,
+    ),
+    (
+        "unpack-smoke-fails",
+        ("unpack", "{failing_smoke}", "--target", "{tmp}/t", "--offline", "--cpu"),
+        SMOKE,
+    ),
+    # unpatch
+    ("unpatch-ok", ("unpatch", "{to_unpatch}"), OK),
+    ("unpatch-nothing-left", ("unpatch", "{unpatched}"), OK),
+    ("unpatch-changed-since", ("unpatch", "{drifted}"), CONFLICT),
+    ("unpatch-not-a-target", ("unpatch", "{not_a_target}"), USAGE),
+    ("unpatch-missing", ("unpatch", "{missing}"), USAGE),
+    ("unpatch-venv-gone", ("unpatch", "{venv_gone}"), USAGE),
+    # verify
+    ("verify-clean", ("verify", "{clean}"), OK),
+    ("verify-drifted", ("verify", "{drifted}"), INVALID),
+    ("verify-not-a-target", ("verify", "{not_a_target}"), USAGE),
+    ("verify-missing", ("verify", "{missing}"), USAGE),
+    ("verify-venv-gone", ("verify", "{venv_gone}"), INVALID),
+    # pack
+    ("pack-ok", ("pack", "{ws}", "-o", "{tmp}/b.tar", "--version", "9"), OK),
+    ("pack-zip", ("pack", "{ws}", "-o", "{tmp}/b.zip"), USAGE),
+    ("pack-missing", ("pack", "{missing}", "-o", "{tmp}/b.tar"), USAGE),
+    ("pack-json-to-stdout", ("pack", "{ws}", "-o", "-", "--json"), USAGE),
+    # init
+    ("init-ok", ("init", "{tmp}"), OK),
+    ("init-exists", ("init", "{ws}"), USAGE),
+    ("init-missing-option", ("init",), USAGE),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_outcome_has_its_documented_exit_code(
+    inputs: Inputs, tmp_path: Path, argv: tuple[str, ...], expected: int
+) -> None:
+    result = run_repro(*inputs.fill(argv, tmp_path), env={"NO_COLOR": "1"})
+    stderr = result.stderr.decode(errors="replace")
+    assert result.returncode == expected, f"{argv}: {result.returncode}\n{stderr}"
+    if expected != OK:
+        # a failure says what went wrong (a verdict on stdout, an error on stderr), never
+        # as a traceback
+        assert result.stdout.strip() or stderr.strip(), argv
+        assert "Traceback" not in stderr
+
+
+def test_every_verb_has_a_success_and_a_failure() -> None:
+    verbs = {"check", "inspect", "diff", "scan", "smoke", "unpack"}
+    verbs |= {"unpatch", "verify", "pack", "init"}
+    outcomes: dict[str, set[int]] = {}
+    for _, argv, expected in CASES:
+        outcomes.setdefault(argv[0], set()).add(expected)
+    assert set(outcomes) == verbs
+    for verb, codes in outcomes.items():
+        assert OK in codes and codes - {OK}, verb
+    assert outcomes["unpack"] == {OK, INVALID, USAGE, INSTALL, CONFLICT, SMOKE}
+
+
+def test_the_table_in_readme_is_the_one_tested() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for code, meaning in (
+        (OK, "success"),
+        (INVALID, "verification"),
+        (USAGE, "usage"),
+        (INSTALL, "install failed"),
+        (CONFLICT, "patch conflict"),
+        (SMOKE, "smoke"),
+    ):
+        rows = [line for line in readme.splitlines() if line.startswith(f"| {code} ")]
+        assert rows and meaning in rows[0].lower(), (code, rows)
