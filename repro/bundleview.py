@@ -136,12 +136,14 @@ class _Collected:
     unreadable: dict[str, str] = field(default_factory=dict)
 
 
-def load_bundle(target: str) -> BundleView:
+def load_bundle(target: str, *, jobs: int | None = None) -> BundleView:
     """Read TARGET: an archive path, `-` for an archive on stdin, an http(s) URL of an
-    archive, or a bundle directory."""
+    archive, or a bundle directory (its files hashed by `jobs` threads; an archive is
+    one stream, hashed as it is read)."""
     kind = classify_target(target)
     if kind is TargetKind.DIRECTORY:
-        return _from_collected(target, "directory", _collect_directory(Path(target)))
+        collected = _collect_directory(Path(target), jobs=jobs)
+        return _from_collected(target, "directory", collected)
     if kind is TargetKind.MANIFEST:
         raise InputError(
             f"{target}: is a manifest, not a bundle",
@@ -169,7 +171,7 @@ def _collect_stream(stream: BinaryIO, source: str) -> _Collected:
     return collected
 
 
-def _collect_directory(root: Path) -> _Collected:
+def _collect_directory(root: Path, *, jobs: int | None = None) -> _Collected:
     """Kept members are read whole; the rest are hashed in parallel. A file that cannot
     be read is reported as unreadable by the manifest check, as `repro check` does."""
     collected = _Collected()
@@ -194,7 +196,9 @@ def _collect_directory(root: Path) -> _Collected:
         else:
             collected.contents[rel] = content
             collected.digests[rel] = MemberInfo(len(content), sha256_bytes(content))
-    for rel, result in zip(to_hash, hash_files([root / r for r in to_hash]), strict=True):
+    for rel, result in zip(
+        to_hash, hash_files([root / r for r in to_hash], jobs=jobs), strict=True
+    ):
         if result.digest is None:
             collected.unreadable[rel] = result.error or "cannot read"
         else:

@@ -142,10 +142,10 @@ def _modules_probed(facts: EnvironmentFacts | None) -> ModuleProbe | None:
     return "import" if probed_by_import(facts) else "files"
 
 
-def inspect_bundle(target: str) -> InspectReport:
+def inspect_bundle(target: str, *, jobs: int | None = None) -> InspectReport:
     """Read TARGET (archive, `-`, an archive's http(s) URL or bundle directory) once and
     summarise it."""
-    return inspect_view(load_bundle(target))
+    return inspect_view(load_bundle(target, jobs=jobs))
 
 
 # --- one member ---------------------------------------------------------------------------

@@ -91,6 +91,14 @@ def test_directory_stdin_and_compressed_give_the_same_answer(
         assert document == documents[0]
 
 
+def test_jobs_do_not_change_the_answer(bundle_pair: BundlePair) -> None:
+    """-j: a bundle directory's files hashed by one thread or by four, the same report."""
+    one = _json(run_cli("inspect", "--json", "-j", "1", str(bundle_pair.a_dir)))
+    four = _json(run_cli("inspect", "--json", "--jobs", "4", str(bundle_pair.a_dir)))
+    assert one == four
+    assert one["verified"] is True
+
+
 def test_human_output_names_everything(bundle_pair: BundlePair) -> None:
     result = run_cli("inspect", str(bundle_pair.a))
     assert result.returncode == 0

@@ -61,14 +61,14 @@ def diff_command(
         raise click.UsageError("give either a second bundle B or --python PATH")
     if a == "-" and b == "-":
         raise click.UsageError("only one of A and B can be '-'")
-    view_a = load_bundle(a)
+    view_a = load_bundle(a, jobs=jobs)
     if python is not None:
         if import_modules is None:  # like for like: probe the way A's facts were gathered
             import_modules = probed_by_import(view_a.facts)
         view_b = load_environment(python, jobs=jobs, import_modules=import_modules)
     else:
         assert b is not None  # one of them, checked above
-        view_b = load_bundle(b)
+        view_b = load_bundle(b, jobs=jobs)
     report = diff_views(view_a, view_b)
     if as_json:
         echo_json(report.to_json())

@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from repro.cli._common import diagnostic_console, echo_json, result_console, verbosity_options
+from repro.cli._common import (
+    diagnostic_console,
+    echo_json,
+    jobs_option,
+    result_console,
+    verbosity_options,
+)
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.inspect import InspectReport, copy_member, inspect_bundle
 
@@ -24,12 +30,14 @@ from repro.inspect import InspectReport, copy_member, inspect_bundle
     metavar="PATH",
     help="Print the bytes of one member (e.g. env/environment.json) to stdout.",
 )
+@jobs_option
 @verbosity_options
 def inspect_command(
     bundle: str,
     as_json: bool,
     show_patches: bool,
     member: str | None,
+    jobs: int | None,
     quiet: bool,
     verbose: bool,
 ) -> int:
@@ -51,7 +59,7 @@ def inspect_command(
             console.print(f"[bold red]warning:[/] {escape(member)} {why} the manifest's digest")
             return EXIT_INVALID
         return EXIT_OK
-    report = inspect_bundle(bundle)
+    report = inspect_bundle(bundle, jobs=jobs)
     if as_json:
         document = report.to_json()
         if show_patches:
