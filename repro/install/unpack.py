@@ -26,6 +26,7 @@ from repro import _toml
 from repro.archive import extract_archive
 from repro.bundle import BundleInfo, load_bundle_info
 from repro.errors import (
+    BundleFormatError,
     InputError,
     PreflightError,
     ReproError,
@@ -57,6 +58,7 @@ from repro.install.services import (
     required_secrets,
 )
 from repro.install.smoke import SmokeStep
+from repro.install.sources import check_lock_options, package_sources
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
     models_dir,
@@ -242,7 +244,11 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     the lock, patches.toml (paths inside site-packages) and the unit names."""
     lock = bundle_dir / "env" / "requirements.lock"
     if lock.is_file():
-        read_requirements_lock(lock)
+        try:
+            parsed = read_requirements_lock(lock)
+        except InputError as exc:  # a bundle member that is not a lock: an invalid bundle
+            raise BundleFormatError(f"{where}: {exc.message}", hint=exc.hint) from exc
+        check_lock_options(parsed, where)
     patches = bundle_dir / "patches" / "patches.toml"
     if patches.is_file():
         load_patchset(patches.read_bytes(), source=f"{where}: patches/patches.toml")
@@ -520,13 +526,17 @@ def _install_steps(
             run.done("venv", f"fresh venv at {venv} ({installer})", installer=installer)
         if not run.skip_if_done("install"):
             lock = read_requirements_lock(kept / "env" / "requirements.lock")
+            sources = package_sources(
+                lock, vault=kept / "env" / "wheels", offline=options.offline, where=str(kept)
+            )
+            run.events("install", "sources", sources.describe())
             plan = InstallPlan(
                 lock=kept / "env" / "requirements.lock",
-                wheels=kept / "env" / "wheels",
-                indexes=(),
-                extra_indexes=(),
-                find_links=(),
-                offline=options.offline,
+                wheels=sources.vault,
+                indexes=(sources.index_url,) if sources.index_url else (),
+                extra_indexes=sources.extra_index_urls,
+                find_links=sources.find_links,
+                offline=sources.offline,
             )
             install_lock(interpreter, plan, installer)
             pins = {pin.name: pin.version for pin in lock.pins}
