@@ -14,5 +14,10 @@ TOMLDecodeError = tomllib.TOMLDecodeError
 
 
 def loads(text: str) -> dict[str, Any]:
-    data: dict[str, Any] = tomllib.loads(text)
+    """Parse `text`; nesting too deep for the parser (`a = [[[[...`) is a decode
+    error like any other, not a RecursionError."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except RecursionError:
+        raise TOMLDecodeError("arrays or tables nested too deeply") from None
     return data

@@ -340,6 +340,12 @@ def _load_model(table: _Table) -> ModelRef:
     )
     if model.local_path is not None and model.in_workspace:
         _check_relative(table, "local_path", model.local_path)
+    for name in [*model.small_files, *model.large_files]:
+        kind = "small_files" if name in model.small_files else "large_files"
+        if name.startswith("/") or name == ".":
+            table.problem(f"{kind}.{name}", "must be a relative path inside the model directory")
+        else:
+            _check_relative(table, f"{kind}.{name}", name)
     table.finish()
     return model
 

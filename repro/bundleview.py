@@ -11,6 +11,7 @@ the environment it should match.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from repro.archive import iter_members
 from repro.bundle import BundleInfo, SourceInfo, load_bundle_info
 from repro.bundlestream import open_archive
 from repro.check import TargetKind, classify_target
-from repro.errors import InputError
+from repro.errors import BundleFormatError, InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
 from repro.manifest import MANIFEST_NAME, CheckReport, compare_digests, parse_manifest, scan_tree
 from repro.patchset import PatchEntry, PatchSet, load_patchset
@@ -264,17 +265,30 @@ def load_vault(data: bytes, *, source: str) -> tuple[VaultEntry, ...]:
     try:
         document = _toml.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
-        raise InputError(f"{source}: not valid TOML: {exc}") from exc
+        raise BundleFormatError(f"{source}: not valid TOML: {exc}") from exc
     wheels: Any = document.get("wheels", [])
     if not isinstance(wheels, list):
-        raise InputError(f"{source}: 'wheels' must be an array of tables")
+        raise BundleFormatError(f"{source}: 'wheels' must be an array of tables")
     entries = []
     keys = ("name", "version", "filename", "sha256", "reason", "source")
     for index, table in enumerate(wheels):
         if not isinstance(table, dict) or not all(isinstance(table.get(k), str) for k in keys):
-            raise InputError(f"{source}: wheels[{index}] needs string keys {', '.join(keys)}")
+            raise BundleFormatError(
+                f"{source}: wheels[{index}] needs string keys {', '.join(keys)}"
+            )
+        filename = str(table["filename"])
+        if not _WHEEL_NAME.fullmatch(filename):
+            raise BundleFormatError(
+                f"{source}: wheels[{index}].filename {filename!r} is not the name of a "
+                "wheel file inside env/wheels/",
+                hint="a vault entry names a file in env/wheels/ itself: no '/', no '..'",
+            )
         entries.append(VaultEntry(*(str(table[k]) for k in keys)))
     return tuple(entries)
+
+
+# A wheel's file name, as it lies in env/wheels/: no directory part, no leading dot.
+_WHEEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]*\.whl")
 
 
 # --- a live environment -----------------------------------------------------------------------

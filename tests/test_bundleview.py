@@ -8,7 +8,7 @@ import pytest
 from repro.bundlediff import diff_vault, version_change
 from repro.bundleview import KEEP_LIMIT, VaultEntry, load_vault, should_keep
 from repro.diffapply import count_diff_lines, unified_diff
-from repro.errors import InputError
+from repro.errors import BundleFormatError
 
 
 @pytest.mark.parametrize(
@@ -83,9 +83,9 @@ def test_vault_toml_round_trip_and_errors() -> None:
     )
     (entry,) = load_vault(data, source="v.toml")
     assert (entry.name, entry.version, entry.source) == ("x", "1.0+local", "original")
-    with pytest.raises(InputError, match=r"v.toml: wheels\[0\] needs"):
+    with pytest.raises(BundleFormatError, match=r"v.toml: wheels\[0\] needs"):
         load_vault(b'[[wheels]]\nname = "x"\n', source="v.toml")
-    with pytest.raises(InputError, match="not valid TOML"):
+    with pytest.raises(BundleFormatError, match="not valid TOML"):
         load_vault(b"[[wheels", source="v.toml")
 
 

@@ -25,6 +25,7 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, InstallError, UsageError
+from repro.snapshot.lock import read_requirements_lock, render_pins_only
 
 Installer = Literal["uv", "pip"]
 INSTALL_TIMEOUT = 3600
@@ -234,14 +235,24 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
 
     The installer runs in an empty directory of its own: pip-sync lists the installed
     set from the target's sys.path, which starts with the working directory, and would
-    try to uninstall any `*.egg-info` it finds there (a checkout's own, say)."""
-    plan = replace(
-        plan,
-        lock=plan.lock.resolve(),
-        wheels=plan.wheels.resolve() if plan.wheels is not None else None,
-    )
+    try to uninstall any `*.egg-info` it finds there (a checkout's own, say).
+
+    The installer is given a lock repro writes there from `plan.lock`'s pins and hashes
+    only: an option line of the file (`--find-links`, `-c`, `${VAR}`...) never reaches
+    it; where packages come from is `plan`'s sources, on argv."""
+    pins_only = render_pins_only(read_requirements_lock(plan.lock))
     with tempfile.TemporaryDirectory(prefix="repro-install-") as neutral:
-        _install(interpreter, plan, installer, cwd=Path(neutral))
+        lock = Path(neutral) / "lock" / "requirements.txt"
+        lock.parent.mkdir()
+        lock.write_text(pins_only, encoding="utf-8")
+        plan = replace(
+            plan,
+            lock=lock,
+            wheels=plan.wheels.resolve() if plan.wheels is not None else None,
+        )
+        work = Path(neutral) / "cwd"
+        work.mkdir()
+        _install(interpreter, plan, installer, cwd=work)
 
 
 def _install(interpreter: Path, plan: InstallPlan, installer: Installer, *, cwd: Path) -> None:

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from repro import _toml
 from repro.archive import extract_archive
 from repro.bundle import BundleInfo, load_bundle_info
+from repro.bundleview import load_vault
 from repro.errors import (
+    BundleFormatError,
     InputError,
     PreflightError,
     ReproError,
@@ -57,6 +58,7 @@ from repro.install.services import (
     required_secrets,
 )
 from repro.install.smoke import SmokeStep
+from repro.install.sources import check_lock_options, package_sources
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
     models_dir,
@@ -242,10 +244,16 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     the lock, patches.toml (paths inside site-packages) and the unit names."""
     lock = bundle_dir / "env" / "requirements.lock"
     if lock.is_file():
-        read_requirements_lock(lock)
+        try:
+            parsed = read_requirements_lock(lock)
+        except InputError as exc:  # a bundle member that is not a lock: an invalid bundle
+            raise BundleFormatError(f"{where}: {exc.message}", hint=exc.hint) from exc
+        check_lock_options(parsed, where)
     patches = bundle_dir / "patches" / "patches.toml"
     if patches.is_file():
         load_patchset(patches.read_bytes(), source=f"{where}: patches/patches.toml")
+    _custom_vault_wheels(bundle_dir)
+    _pack_report(bundle_dir)
     check_units(bundle_dir, where=where)
 
 
@@ -307,11 +315,7 @@ def _preflight_inputs(
     lock = read_requirements_lock(bundle_dir / "env" / "requirements.lock")
     wheels_dir = bundle_dir / "env" / "wheels"
     vault_bytes = sum(p.stat().st_size for p in wheels_dir.glob("*.whl"))
-    installed_bytes = 0
-    report = bundle_dir / "env" / "pack-report.json"
-    if report.is_file():
-        with contextlib.suppress(ValueError, OSError):
-            installed_bytes = int(json.loads(report.read_text()).get("installed_bytes", 0))
+    installed_bytes = _pack_report(bundle_dir).installed_bytes
     custom = _custom_vault_wheels(bundle_dir)
     return PreflightInputs(
         python_version=info.source.python,
@@ -326,26 +330,59 @@ def _preflight_inputs(
     )
 
 
+@dataclass(frozen=True)
+class _PackFacts:
+    """What unpack uses of env/pack-report.json."""
+
+    installed_bytes: int = 0
+    unmet: int = 0  # requirements `repro pack` found unmet in the source (pip check)
+
+
+PACK_REPORT = "env/pack-report.json"
+
+
+def _pack_report(bundle_dir: Path) -> _PackFacts:
+    """env/pack-report.json's facts, checked: a JSON object, `installed_bytes` a
+    non-negative integer, `unmet_requirements` a list (both optional)."""
+    path = bundle_dir / PACK_REPORT
+    if not path.is_file():
+        return _PackFacts()
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BundleFormatError(f"{PACK_REPORT}: not valid JSON: {reason}") from None
+    if not isinstance(document, dict):
+        raise BundleFormatError(
+            f"{PACK_REPORT}: must be a JSON object, not {type(document).__name__}"
+        )
+    size = document.get("installed_bytes", 0)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise BundleFormatError(
+            f"{PACK_REPORT}: key 'installed_bytes' must be a non-negative integer, "
+            f"not {json.dumps(size)[:40]}"
+        )
+    unmet = document.get("unmet_requirements", [])
+    if not isinstance(unmet, list):
+        raise BundleFormatError(
+            f"{PACK_REPORT}: key 'unmet_requirements' must be a list, not {type(unmet).__name__}"
+        )
+    return _PackFacts(installed_bytes=size, unmet=len(unmet))
+
+
 def _unmet_at_pack_time(bundle_dir: Path) -> int:
     """How many requirements `repro pack` found unmet in the source (pip check)."""
-    report = bundle_dir / "env" / "pack-report.json"
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        unmet = json.loads(report.read_text()).get("unmet_requirements", [])
-        return len(unmet) if isinstance(unmet, list) else 0
-    return 0
+    return _pack_report(bundle_dir).unmet
 
 
 def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
-    """Vault wheels that are there because no index serves them (not only --wheels all)."""
+    """Vault wheels that are there because no index serves them (not only --wheels all);
+    each a file name inside env/wheels/ (load_vault refuses any other)."""
     path = bundle_dir / "env" / "vault.toml"
     if not path.is_file():
         return []
-    table = _toml.loads(path.read_text(encoding="utf-8"))
-    return sorted(
-        str(w["filename"])
-        for w in table.get("wheels", [])
-        if isinstance(w, dict) and "--wheels all" not in str(w.get("reason", ""))
-    )
+    entries = load_vault(path.read_bytes(), source="env/vault.toml")
+    return sorted(e.filename for e in entries if "--wheels all" not in e.reason)
 
 
 class _Run:
@@ -520,13 +557,17 @@ def _install_steps(
             run.done("venv", f"fresh venv at {venv} ({installer})", installer=installer)
         if not run.skip_if_done("install"):
             lock = read_requirements_lock(kept / "env" / "requirements.lock")
+            sources = package_sources(
+                lock, vault=kept / "env" / "wheels", offline=options.offline, where=str(kept)
+            )
+            run.events("install", "sources", sources.describe())
             plan = InstallPlan(
                 lock=kept / "env" / "requirements.lock",
-                wheels=kept / "env" / "wheels",
-                indexes=(),
-                extra_indexes=(),
-                find_links=(),
-                offline=options.offline,
+                wheels=sources.vault,
+                indexes=(sources.index_url,) if sources.index_url else (),
+                extra_indexes=sources.extra_index_urls,
+                find_links=sources.find_links,
+                offline=sources.offline,
             )
             install_lock(interpreter, plan, installer)
             pins = {pin.name: pin.version for pin in lock.pins}

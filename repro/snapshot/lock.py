@@ -24,7 +24,8 @@ from repro.secrets import scrub_text
 from repro.snapshot.environment import EnvironmentFacts, normalize_name
 from repro.snapshot.indexes import IndexConfig
 
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)$")
+# A version of PEP 440's characters only: no `${VAR}` for pip or uv to expand.
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -47,10 +48,30 @@ class DistFile:
 
 
 @dataclass(frozen=True)
+class LockOption:
+    """An index option line of a lock: where it is, the option and its value."""
+
+    line: int
+    option: str  # --index-url, --extra-index-url or --find-links (-i, -f spelled out)
+    value: str
+
+
+@dataclass(frozen=True)
 class LockFile:
     indexes: IndexConfig
     pins: tuple[Pin, ...]
     hashes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> sha256 hex
+    options: tuple[LockOption, ...] = ()
+
+
+def render_pins_only(lock: LockFile) -> str:
+    """The lock as an installer is given it: `name==version` (+ `--hash`) lines and
+    nothing else, so that where packages come from is only what repro puts on argv."""
+    lines = []
+    for pin in lock.pins:
+        digests = lock.hashes.get(pin.name, ())
+        lines.append(f"{pin.name}=={pin.version}" + "".join(f" --hash=sha256:{d}" for d in digests))
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -279,6 +300,7 @@ def read_requirements_lock(path: Path) -> LockFile:
     extras: list[str] = []
     links: list[str] = []
     pins: list[Pin] = []
+    options: list[LockOption] = []
     hashes: dict[str, tuple[str, ...]] = {}
     seen: dict[str, int] = {}
     for number, line in _logical_lines(text):
@@ -289,10 +311,13 @@ def read_requirements_lock(path: Path) -> LockFile:
                 raise InputError(f"{path}:{number}: option {head} needs exactly one value")
             if head in ("--index-url", "-i"):
                 index_url = tokens[1]
+                options.append(LockOption(number, "--index-url", tokens[1]))
             elif head == "--extra-index-url":
                 extras.append(tokens[1])
+                options.append(LockOption(number, head, tokens[1]))
             elif head in ("--find-links", "-f"):
                 links.append(tokens[1])
+                options.append(LockOption(number, "--find-links", tokens[1]))
             else:
                 raise InputError(
                     f"{path}:{number}: unsupported option {head}",
@@ -329,4 +354,4 @@ def read_requirements_lock(path: Path) -> LockFile:
     indexes = IndexConfig(
         index_url=index_url, extra_index_urls=tuple(extras), find_links=tuple(links)
     )
-    return LockFile(indexes=indexes, pins=tuple(pins), hashes=hashes)
+    return LockFile(indexes=indexes, pins=tuple(pins), hashes=hashes, options=tuple(options))
