@@ -323,6 +323,10 @@ def _models(check: _Checker, table: dict[str, Any]) -> ModelsSection:
 def _files(check: _Checker, table: dict[str, Any]) -> FilesSection:
     include = check.strings(table, "files", "include")
     exclude = check.strings(table, "files", "exclude")
+    escaping = [p for p in include if p.startswith("/") or ".." in Path(p).parts]
+    for pattern in escaping:
+        check.problem("files.include", f"{pattern!r} leaves the workspace (absolute or '..')")
+    include = tuple(p for p in include if p not in escaping)
     matched = set(check.globs(include, "files.include"))
     for pattern in exclude:
         under = glob.escape(str(check.source)) + "/" + pattern  # [b] in the path is a name

@@ -197,3 +197,14 @@ def test_a_workspace_path_with_brackets_keeps_its_globs(tmp_path: Path) -> None:
     (source / "bench" / "run.sh").write_text("echo\n")
     (source / "repro.toml").write_text('[files]\ninclude = ["bench/*"]\n')
     assert load_config(source).files.matched == (source / "bench" / "run.sh",)
+
+
+@pytest.mark.parametrize("pattern", ["/etc/*", "../outside/*", "bench/../../x"])
+def test_an_include_pattern_that_leaves_the_workspace_is_refused(
+    tmp_path: Path, pattern: str
+) -> None:
+    (tmp_path / "repro.toml").write_text(f'[files]\ninclude = ["{pattern}"]\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    assert f"files.include: {pattern!r} leaves the workspace" in str(caught.value)
+    assert caught.value.exit_code == 2

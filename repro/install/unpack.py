@@ -666,7 +666,10 @@ def _install_steps(
                     )
     except ReproError as exc:
         run.failed(exc)
-        run.save()
+        # The step's own error is what the operator needs; a report that cannot be
+        # written too (a full disk) must not replace it.
+        with contextlib.suppress(OSError):
+            run.save()
         raise
     run.save()
     return report
