@@ -271,10 +271,13 @@ def make_world(tmp_path: Path) -> World:
 
 
 def assert_refused(proc: subprocess.CompletedProcess[bytes], words: str) -> None:
+    """Refused with `words` said: an error on stderr, or a verb's report of the problems
+    (check's goes to stdout, where its results go)."""
     err = proc.stderr.decode("utf-8", "replace")
+    out = proc.stdout.decode("utf-8", "replace")
     assert proc.returncode != 0, err
-    assert "Traceback" not in err, err
-    assert words in err, err
+    assert "Traceback" not in err + out, err
+    assert words in err + out, err + out
 
 
 def _unpack_refused(
