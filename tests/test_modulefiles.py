@@ -380,7 +380,7 @@ def test_inspect_and_diff_follow_how_the_bundle_was_probed(
     assert report["modules_probed"] == "files"
     assert tuple(report["source"]["torch_arch_list"]) == ARCHS
     shown = run_repro("inspect", str(files_tree))
-    assert "read from files" in shown.stderr.decode()
+    assert "read from files" in shown.stdout.decode()  # the report goes to stdout
 
     live = ["--python", str(cuda_torch.python), "--json"]
     diffed = run_repro("diff", str(files_tree), *live, env={"VIRTUAL_ENV": None})
