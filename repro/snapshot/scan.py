@@ -229,6 +229,11 @@ def scan_environment(
     )
 
 
+def _special(mode: int) -> bool:
+    """A FIFO, socket or device: never read (a directory where a file was is unreadable)."""
+    return bool(mode) and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def _real_prefix(facts: EnvironmentFacts) -> str:
     return os.path.realpath(facts.python.prefix)
 
@@ -302,7 +307,7 @@ class _Checker:
             )
             return result
         self.files += 1
-        if result.digest is None and result.mode and not stat.S_ISREG(result.mode):
+        if result.digest is None and _special(result.mode):
             self.skipped.append(SkippedFile(item.dist.name, entry.path, result.error or ""))
             return result
         if result.digest is None:
