@@ -6,6 +6,7 @@ of the wrong type, and paths (relative to the workspace) that do not exist.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import _toml
+from repro.bundle import MAX_TIMEOUT_S
 from repro.errors import ConfigError
 from repro.treeglob import glob_tree, matched_entries
 
@@ -144,10 +146,20 @@ class _Checker:
         self.problem(f"{key}.{name}", f"must be true or false, not {_kind(value)}")
         return False
 
-    def number(self, data: Mapping[str, Any], key: str, name: str, default: float) -> float:
+    def number(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        name: str,
+        default: float,
+        maximum: float = float("inf"),
+    ) -> float:
         value = data.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             self.problem(f"{key}.{name}", f"must be a positive number, not {value!r}")
+            return default
+        if not math.isfinite(value) or value > maximum:
+            self.problem(f"{key}.{name}", f"must be finite and at most {maximum:g}, not {value!r}")
             return default
         return float(value)
 
@@ -392,7 +404,7 @@ def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
             rungs = ()
     return LadderSection(
         rungs=rungs,
-        timeout=check.number(table, "ladder", "timeout", 600.0),
+        timeout=check.number(table, "ladder", "timeout", 600.0, MAX_TIMEOUT_S),
         port=check.integer(table, "ladder", "port"),
         prompt=check.string(table, "ladder", "prompt"),
     )
