@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
+import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import pytest
 from repro.config import load_config
 from repro.treeglob import glob_tree
 from tests.conftest import run_repro
-from tests.snapshot.conftest import PYTHON_311, Venv, make_venv, pip, run
+from tests.snapshot.conftest import PYTHON_311, Venv, make_venv, pip, run, write_project
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +50,16 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     root = base / "svc"
     root.mkdir()
     venv = make_venv(PYTHON_311, root / "venv")
-    pip(venv, "install", "-q", "idna", "six")
+    # a local wheel no index serves: the vault rebuilds it from the installed files
+    local = write_project(base / "local-src", "repro-demo-wheel", "demo_wheel", "1.0+local", False)
+    dist = base / "dist"
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(local)])
+    pip(venv, "install", "-q", "idna", "six", *map(str, dist.glob("*.whl")))
+    shutil.rmtree(dist)
     site = venv.site_packages
+    data = site / "demo_wheel" / "data.txt"
+    data.unlink()
+    data.symlink_to(outside / "secret.txt")
     # a RECORD-listed file replaced by a link out, an added link out, an added link
     # that stays in the venv, a FIFO listed in RECORD and an added FIFO
     package_data = site / "idna" / "package_data.py"
@@ -123,6 +134,11 @@ def _members(tree: Path) -> set[str]:
 
 
 def test_no_byte_from_outside_enters_the_bundle(packed: Packed, hostile: Hostile) -> None:
+    for wheel in sorted((packed.tree / "env" / "wheels").glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                assert hostile.secret not in archive.read(name), f"{wheel.name}: {name}"
+    assert any((packed.tree / "env" / "wheels").glob("repro_demo_wheel-*.whl"))
     holding = [
         rel
         for rel in sorted(_members(packed.tree))
@@ -160,6 +176,7 @@ def test_site_packages_links_out_and_fifos_are_not_patches(packed: Packed) -> No
     assert "outside" in skipped[("idna", "idna/leak.py")]
     assert "a FIFO" in skipped[("idna", "idna/py.typed")]
     assert "a FIFO" in skipped[("idna", "idna/pipe.py")]
+    assert "outside" in skipped[("repro-demo-wheel", "demo_wheel/data.txt")]
 
 
 def test_a_distribution_without_record_is_named(packed: Packed) -> None:

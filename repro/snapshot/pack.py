@@ -1004,7 +1004,7 @@ def scan_warnings(scan: ScanReport) -> list[str]:
         f"{name}: {why}; its files cannot be checked for patches, and none is carried"
         for name, why in sorted(scan.dists_skipped.items())
     ]
-    warnings += [f"{f.describe()} (not carried as a patch)" for f in scan.skipped_files]
+    warnings += [f.describe() for f in scan.skipped_files]
     warnings += [
         f"{u.dist}: {u.path}: cannot be read ({u.error}); not checked for patches"
         for u in scan.unreadable
