@@ -6,6 +6,7 @@ file at once; unknown keys are errors so that a typo never passes silently.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ import tomli_w
 
 from repro import _toml
 from repro.errors import BundleFormatError
+
+# The longest a ladder may wait for a server (a day): `inf` or 1e300 would wait for ever.
+MAX_TIMEOUT_S = 86_400.0
 
 # 2: [workspace] (where the venv goes under the target), models' large_files.
 # Format 1 bundles still load: their venv is the target itself.
@@ -414,8 +418,12 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
             expected_text=ladder_table.opt_string("expected_text"),
             timeout_s=ladder_table.number("timeout_s", LadderInfo.timeout_s),
         )
-        if ladder.timeout_s <= 0:
-            ladder_table.problem("timeout_s", "must be positive")
+        if not math.isfinite(ladder.timeout_s) or not 0 < ladder.timeout_s <= MAX_TIMEOUT_S:
+            ladder_table.problem(
+                "timeout_s",
+                f"must be a finite number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, "
+                f"not {ladder.timeout_s!r}",
+            )
         ladder_table.finish()
     models = tuple(_load_model(t) for t in top.tables("models"))
     workspace = _load_workspace(top.table("workspace", required=False))

@@ -6,14 +6,17 @@ of the wrong type, and paths (relative to the workspace) that do not exist.
 
 from __future__ import annotations
 
-import glob
+import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import _toml
+from repro.bundle import MAX_TIMEOUT_S
 from repro.errors import ConfigError
+from repro.treeglob import glob_tree, matched_entries
 
 CONFIG_NAME = "repro.toml"
 
@@ -70,6 +73,8 @@ class FilesSection:
     include: tuple[str, ...] = ()  # globs relative to the workspace
     exclude: tuple[str, ...] = ()
     matched: tuple[Path, ...] = ()  # files the globs select, sorted
+    # (path, why) of links and special files the globs reached and that are not carried
+    refused: tuple[tuple[Path, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,10 +146,20 @@ class _Checker:
         self.problem(f"{key}.{name}", f"must be true or false, not {_kind(value)}")
         return False
 
-    def number(self, data: Mapping[str, Any], key: str, name: str, default: float) -> float:
+    def number(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        name: str,
+        default: float,
+        maximum: float = float("inf"),
+    ) -> float:
         value = data.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             self.problem(f"{key}.{name}", f"must be a positive number, not {value!r}")
+            return default
+        if not math.isfinite(value) or value > maximum:
+            self.problem(f"{key}.{name}", f"must be finite and at most {maximum:g}, not {value!r}")
             return default
         return float(value)
 
@@ -169,18 +184,51 @@ class _Checker:
             self.problem(key, f"{value!r} is a directory, expected a file")
         return resolved
 
-    def globs(self, patterns: tuple[str, ...], key: str) -> list[Path]:
+    def globs(
+        self,
+        patterns: tuple[str, ...],
+        key: str,
+        refused: dict[Path, str] | None = None,
+    ) -> list[Path]:
+        """Regular files the patterns match; no linked directory is entered. With
+        `refused`, a linked file is taken only where it resolves to a regular file inside
+        the workspace, and every link or special file not taken is put in `refused` with
+        the reason; without it, linked files are taken wherever they point (units)."""
         found: list[Path] = []
+        root = self.source.resolve()
         for pattern in patterns:
-            matches = sorted(
-                Path(m)
-                for m in glob.glob(glob.escape(str(self.source)) + "/" + pattern, recursive=True)
-                if Path(m).is_file()
-            )
-            if not matches:
+            result = glob_tree(self.source, pattern, source=str(self.source / CONFIG_NAME))
+            matches = list(result.files)
+            for link in result.links:
+                why = link_refusal(link, root)
+                if why is None or (refused is None and link.is_file()):
+                    matches.append(link)
+                elif refused is not None:
+                    refused[link] = why
+            if refused is not None:
+                refused.update({other: "not a regular file: not read" for other in result.others})
+            reached = (*result.links, *result.others)
+            if not matches and not (refused is not None and any(p in refused for p in reached)):
                 self.problem(key, f"{pattern!r} matches no file under {self.source}")
-            found.extend(matches)
+            found.extend(sorted(matches))
         return found
+
+
+def link_refusal(link: Path, root: Path) -> str | None:
+    """Why the symbolic link is not carried, or None: it is carried, as the file it names,
+    only when it resolves to a regular file inside ROOT (the resolved workspace)."""
+    target = os.readlink(link)
+    try:
+        resolved = link.resolve()
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before 3.13)
+        return f"a symbolic link to {target} that never resolves (a loop): not followed"
+    if not resolved.is_relative_to(root):
+        return f"a symbolic link to {target}, outside the workspace: not followed"
+    if resolved.is_dir():
+        return f"a symbolic link to the directory {target}: not entered"
+    if not resolved.is_file():
+        return f"a symbolic link to {target}, not a regular file: not carried"
+    return None
 
 
 def _kind(value: object) -> str:
@@ -327,11 +375,18 @@ def _files(check: _Checker, table: dict[str, Any]) -> FilesSection:
     for pattern in escaping:
         check.problem("files.include", f"{pattern!r} leaves the workspace (absolute or '..')")
     include = tuple(p for p in include if p not in escaping)
-    matched = set(check.globs(include, "files.include"))
+    refused: dict[Path, str] = {}
+    matched = set(check.globs(include, "files.include", refused))
     for pattern in exclude:
-        under = glob.escape(str(check.source)) + "/" + pattern  # [b] in the path is a name
-        matched -= {Path(m) for m in glob.glob(under, recursive=True)}
-    return FilesSection(include=include, exclude=exclude, matched=tuple(sorted(matched)))
+        gone = matched_entries(check.source, pattern, source=str(check.source / CONFIG_NAME))
+        matched -= gone
+        refused = {path: why for path, why in refused.items() if path not in gone}
+    return FilesSection(
+        include=include,
+        exclude=exclude,
+        matched=tuple(sorted(matched)),
+        refused=tuple(sorted(refused.items())),
+    )
 
 
 def _launch(check: _Checker, table: dict[str, Any]) -> LaunchSection:
@@ -353,7 +408,7 @@ def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
             rungs = ()
     return LadderSection(
         rungs=rungs,
-        timeout=check.number(table, "ladder", "timeout", 600.0),
+        timeout=check.number(table, "ladder", "timeout", 600.0, MAX_TIMEOUT_S),
         port=check.integer(table, "ladder", "port"),
         prompt=check.string(table, "ladder", "prompt"),
     )

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -200,15 +201,43 @@ def files_archs(paths: Iterable[Path]) -> set[str]:
     return archs
 
 
-def wheel_archs(wheel: Path) -> set[str]:
-    """Architectures of every shared object in a wheel, read without installing it."""
+# A wheel's shared objects are copied out to be read; a deflate bomb would have them
+# write without end (a 2 MB wheel wrote 2 GiB). At most this many bytes per byte of the
+# wheel, and never less than the floor, are extracted for inspection.
+MAX_INSPECTED_RATIO = 50
+MIN_INSPECTED_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class WheelArchs:
+    archs: frozenset[str]
+    not_inspected: tuple[str, ...] = ()  # members past the extraction limit
+
+
+def inspection_budget(wheel_bytes: int) -> int:
+    return max(MIN_INSPECTED_BYTES, MAX_INSPECTED_RATIO * wheel_bytes)
+
+
+def wheel_archs(wheel: Path) -> WheelArchs:
+    """Architectures of the shared objects in a wheel, read without installing it. Members
+    past `inspection_budget` bytes in all (largest claims first refused) are not read and
+    are named in `not_inspected`."""
     archs: set[str] = set()
+    skipped: list[str] = []
+    budget = inspection_budget(wheel.stat().st_size)
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory() as temp:
-        for info in archive.infolist():
-            if info.is_dir() or not is_shared_object(info.filename):
+        members = [
+            info
+            for info in archive.infolist()
+            if not info.is_dir() and is_shared_object(info.filename)
+        ]
+        for info in sorted(members, key=lambda i: (i.file_size, i.filename)):
+            if info.file_size > budget:  # zipfile stops reading at the declared size
+                skipped.append(info.filename)
                 continue
+            budget -= info.file_size
             target = Path(temp) / "member.so"
             with archive.open(info) as source, open(target, "wb") as sink:
                 shutil.copyfileobj(source, sink, 1 << 20)
             archs |= shared_object_archs(target)
-    return archs
+    return WheelArchs(frozenset(archs), tuple(sorted(skipped)))

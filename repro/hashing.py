@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import stat
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +70,20 @@ class HashResult:
 
 
 IDENTITY = struct.Struct("<QQqqq")  # dev, ino, size, mtime_ns, ctime_ns
+
+
+def not_regular(mode: int) -> str:
+    """Why a file of this mode is not read: a FIFO, socket or device is not a file."""
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"{kind}, not a regular file: not read"
 
 
 def file_identity(info: os.stat_result) -> bytes:
@@ -134,11 +149,16 @@ def _hash_one(
             return found
     crc = crc or not sha  # a read without the sha256 is for the CRC-32
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         return HashResult(os.fspath(path), None, 0, exc.strerror or str(exc))
     try:
         info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return HashResult(
+                os.fspath(path), None, 0, not_regular(info.st_mode), mode=info.st_mode
+            )
         if info.st_size <= CHUNK_SIZE:
             # Most files of a venv are small: one read of the whole file (to its end,
             # even if it grew since the fstat).

@@ -46,6 +46,11 @@ _TAG = b"SHA256"
 _NEEDS_ESCAPE = ("\n", "\r", "\\")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _MAX_SHOWN_LINE = 200
+# Limits on one line: a name longer than PATH_MAX (4096 on Linux) or deeper than any
+# bundle's tree cannot name a file, and resolving a 4 MB name took minutes.
+MAX_PATH_BYTES = 4096
+MAX_PATH_DEPTH = 256
+MAX_LINE_BYTES = 2 * MAX_PATH_BYTES + 256  # an escaped name, a tag, a digest
 
 
 @dataclass(frozen=True)
@@ -300,7 +305,11 @@ def normalize_path(name: str) -> str:
         raise _Rejected("empty file name")
     if name.startswith("/"):
         raise _Rejected("absolute path")
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise _Rejected(f"name longer than {MAX_PATH_BYTES} bytes")
     parts = name.split("/")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise _Rejected(f"{len(parts)} path components, over the limit of {MAX_PATH_DEPTH}")
     if ".." in parts:
         raise _Rejected("'..' component escapes the tree")
     kept = [part for part in parts if part not in ("", ".")]
@@ -333,6 +342,12 @@ def parse_manifest(data: bytes, *, source: str) -> Manifest:
             continue
         line = raw[:-1] if raw.endswith(b"\r") else raw
         if not line:
+            continue
+        if len(line) > MAX_LINE_BYTES:
+            # what sha256sum would try to open and fail on: a listed file, not a comment
+            reason = f"line is {len(line):,} bytes long, over the limit of {MAX_LINE_BYTES:,}"
+            shown = _shown_line(line[: _MAX_SHOWN_LINE + 1])
+            rejected.append(RejectedEntry(lineno, shown, reason))
             continue
         try:
             name_bytes, digest, binary = _split_line(line, layout)

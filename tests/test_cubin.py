@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from repro.cubin import elf_archs, wheel_archs
+from repro.cubin import (
+    MIN_INSPECTED_BYTES,
+    WheelArchs,
+    elf_archs,
+    inspection_budget,
+    wheel_archs,
+)
 
 KERNEL = """
 __global__ void add(float* x) { x[threadIdx.x] += 1.0f; }
@@ -72,4 +78,24 @@ def test_wheel_archs_reads_every_shared_object(built: dict[str, Path], tmp_path:
         archive.write(built["arch_specific"], "kern/_a.so")
         archive.write(built["generic_and_ptx"], "kern/lib/_b.so.1")
         archive.writestr("kern/__init__.py", "")
-    assert wheel_archs(wheel) == {"sm_90a", "sm_80", "compute_90"}
+    assert wheel_archs(wheel) == WheelArchs(frozenset({"sm_90a", "sm_80", "compute_90"}))
+
+
+def test_wheel_archs_does_not_extract_a_deflate_bomb(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """A member that inflates far past the wheel's size is named, not copied out: the
+    temporary directory never holds more than the limit."""
+    wheel = tmp_path / "bomb-1.0-cp311-cp311-linux_x86_64.whl"
+    bomb_size = MIN_INSPECTED_BYTES + (1 << 20)
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(built["arch_specific"], "bomb/_real.so")
+        with archive.open("bomb/_zeros.so", "w", force_zip64=True) as member:
+            chunk = bytes(1 << 20)
+            for _ in range(bomb_size >> 20):
+                member.write(chunk)
+    assert wheel.stat().st_size < 4 << 20
+    assert inspection_budget(wheel.stat().st_size) == MIN_INSPECTED_BYTES
+    found = wheel_archs(wheel)
+    assert found.archs == {"sm_90a"}
+    assert found.not_inspected == ("bomb/_zeros.so",)

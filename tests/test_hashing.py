@@ -3,6 +3,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import subprocess
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -64,35 +66,43 @@ def test_hash_files_crc32_for_the_paths_asked(tmp_path: Path, jobs: int) -> None
     assert hashing.file_digest(large).crc32 == both[1].crc32
 
 
-def _gate(
-    tmp_path: Path, after: threading.Event | None = None
-) -> tuple[Path, threading.Thread, threading.Event]:
-    """A named pipe as a gate for a hashing worker. The writer thread's blocking open
-    meets the worker's open of the pipe, so `entered` is set only once the worker is
-    inside the gate; it then writes (with `after`, once that event is set) and the worker
-    goes on."""
-    fifo = tmp_path / "gate"
-    os.mkfifo(fifo)
-    entered = threading.Event()
+class _Gate:
+    """A file a hashing worker waits at: the pipeline asks its `known` files (the scan
+    cache's place) before it reads a file, and for the gate file this waits until the
+    release thread lets it go. `entered` is set once the worker is inside the gate."""
 
-    def release() -> None:
-        with fifo.open("wb") as writer:
-            entered.set()
+    def __init__(self, path: Path) -> None:
+        path.write_bytes(b"open")
+        self.path = str(path)
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def lookup(self, path: str, crc: bool) -> hashing.HashResult | None:
+        if path == self.path:
+            self.entered.set()
+            assert self.go.wait(timeout=120), "the gate was never released"
+        return None  # read the file
+
+    def release(self, after: threading.Event | None = None) -> threading.Thread:
+        """A thread that opens the gate (with `after`, once that event is set)."""
+
+        def run() -> None:
             if after is not None:
-                after.wait()
-            writer.write(b"open")
+                after.wait(timeout=120)
+            self.go.set()
 
-    return fifo, threading.Thread(target=release, daemon=True), entered
+        return threading.Thread(target=run, daemon=True)
 
 
 def test_pipeline_hashes_the_largest_waiting_task_first(tmp_path: Path) -> None:
     """One worker held on a named pipe while files are submitted smallest first: once
     released it takes the large files largest first, then the batch of small ones."""
-    fifo, release, _ = _gate(tmp_path)
+    gate = _Gate(tmp_path / "gate")
+    fifo, release = Path(gate.path), gate.release()
     big = hashing.BATCH_BYTES
     sizes = {"s1.py": 10, "l1.bin": big, "s2.py": 20, "l2.bin": big + 4096, "l3.bin": big + 1}
     order: list[int] = []
-    with hashing.HashPipeline(jobs=1) as pipeline:
+    with hashing.HashPipeline(jobs=1, known=gate) as pipeline:
         pipeline.submit(str(fifo), 1 << 40)  # the worker takes this first and waits
         for name, size in sizes.items():
             path = tmp_path / name
@@ -111,8 +121,9 @@ def test_pipeline_hashes_the_largest_waiting_task_first(tmp_path: Path) -> None:
 def test_pipeline_left_without_finish_cancels_what_has_not_started(tmp_path: Path) -> None:
     """An error while files are still being found: leaving the block stops the workers
     without hashing the rest of the queue."""
-    pipeline = hashing.HashPipeline(jobs=1)
-    fifo, release, entered = _gate(tmp_path, after=pipeline._cancelled)
+    gate = _Gate(tmp_path / "gate")
+    pipeline = hashing.HashPipeline(jobs=1, known=gate)
+    fifo, release, entered = Path(gate.path), gate.release(pipeline._cancelled), gate.entered
     files = []
     for index in range(3):
         path = tmp_path / f"f{index}.bin"
@@ -213,3 +224,21 @@ def test_finish_hands_each_result_to_on_result_and_keeps_what_it_returns(
         p for p in paths if os.path.getsize(p) % 2
     }
     assert results[paths[2]].digest == hashlib.sha256(b"xx").hexdigest()
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    """In a subprocess under a timeout: a blocking open would wait for ever."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code = (
+        "import sys; from pathlib import Path; from repro import hashing; "
+        "r = hashing.file_digest(Path(sys.argv[1])); print(r.digest, r.error, sep='|')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.stdout.strip() == "None|a FIFO, not a regular file: not read", proc.stderr

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT, run_repro
 from tests.ladder_helpers import FAKE_SERVER, free_port, group_alive, read_pids
 
@@ -135,3 +137,72 @@ def test_ctrl_c_during_server_rung_tears_the_server_down(tmp_path: Path) -> None
     assert smoke.returncode == 130, stderr.decode()
     assert "repro: aborted" in stderr.decode()
     assert group_alive(pids["pgid"]) == []
+
+
+def _server_pid(port: int, wait: float = 30.0) -> int:
+    """The pid of the `http.server` on PORT that smoke launched (its group leader)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"http.server" in argv and str(port).encode() in argv:
+                return int(entry.name)
+        time.sleep(0.1)
+    raise AssertionError(f"no http.server on port {port} appeared")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_during_server_rung_ends_the_server_group(tmp_path: Path, signum: int) -> None:
+    """A server that answers 404 to every probe keeps the rung waiting; killing repro
+    then must end the server's whole process group, not leave it running."""
+    port = free_port()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    smoke = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "repro",
+            "smoke",
+            "--python",
+            sys.executable,
+            "--rungs",
+            "server",
+            "--launch",
+            f"{sys.executable} -m http.server --bind 127.0.0.1 {port}",
+            "--port",
+            str(port),
+            "--timeout",
+            "300",
+            "--log-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    server = 0
+    try:
+        server = _server_pid(port)
+        assert os.getpgid(server) == server  # its own group, which repro must end
+        time.sleep(1.5)  # well inside the readiness loop
+        smoke.send_signal(signum)
+        try:
+            _, stderr = smoke.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            smoke.kill()
+            _, late = smoke.communicate()
+            raise AssertionError(f"smoke did not stop after {signum}:\n{late.decode()}") from None
+    finally:
+        if smoke.poll() is None:
+            smoke.kill()
+        leftover = group_alive(server) if server else []
+        for pid in leftover:
+            os.kill(pid, signal.SIGKILL)
+    assert smoke.returncode == 128 + signum, stderr.decode()
+    assert leftover == []

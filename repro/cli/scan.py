@@ -143,6 +143,7 @@ def _report_document(report: ScanReport, interpreter: Path) -> dict[str, object]
         "bytes_checked": report.bytes_checked,
         "patched": [asdict(p) for p in report.patched],
         "unreadable": [asdict(u) for u in report.unreadable],
+        "skipped_files": [asdict(f) for f in report.skipped_files],
         "ambiguous_added": list(report.ambiguous_added),
     }
 
@@ -157,6 +158,8 @@ def _render(
         for item in report.patched:
             table.add_row(escape(f"{item.dist} {item.version}"), item.kind, escape(item.path))
         console.print(table)
+    for skipped in report.skipped_files:
+        diagnostics.print(f"[yellow]not read[/] {escape(skipped.describe())}")
     for bad in report.unreadable:
         diagnostics.print(
             f"[yellow]unreadable[/] {escape(bad.dist)}: {escape(bad.path)}: {escape(bad.error)}"

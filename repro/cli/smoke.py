@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from repro.bundle import MAX_TIMEOUT_S
 from repro.cli._common import (
     PYTHON,
     diagnostic_console,
@@ -79,7 +81,12 @@ def _render_table(console: Console, report: LadderReport) -> None:
 @click.option("--service", help="Take the launch command from this systemd unit's ExecStart.")
 @click.option("--port", type=click.IntRange(1, 65535), help="Port the server listens on.")
 @click.option("--engine", type=click.Choice(["sglang", "vllm", "openai"]), help="Server API.")
-@click.option("--timeout", type=click.FloatRange(min=1), help="Server readiness timeout (s).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1, max=MAX_TIMEOUT_S),
+    callback=lambda _ctx, _param, value: _finite(value),
+    help="Server readiness timeout (s).",
+)
 @click.option("--log-dir", type=click.Path(path_type=Path, file_okay=False), help="Server logs.")
 @click.option(
     "--home",
@@ -150,3 +157,10 @@ def smoke_command(
     else:
         _render_table(result_console(), report)
     return EXIT_OK if report.ok else EXIT_SMOKE
+
+
+def _finite(value: float | None) -> float | None:
+    """--timeout nan passes FloatRange (nan compares false with both ends)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value!r} is not a finite number of seconds")
+    return value

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from repro.cubin import wheel_archs
+from repro.cubin import inspection_budget, wheel_archs
 from repro.gpu import Verdict, arch_compatible
 from repro.install.gpuinfo import GpuInventory, query_gpus
 
@@ -190,7 +190,20 @@ def check_gpus(inputs: PreflightInputs, inventory: GpuInventory) -> list[Check]:
     else:
         checks.append(Check("gpu", "pass", f"{len(inventory.gpus)} GPU(s); no torch arch list"))
     for wheel in inputs.vault_wheels:
-        archs = sorted(wheel_archs(wheel))
+        found = wheel_archs(wheel)
+        if found.not_inspected:
+            checks.append(
+                Check(
+                    f"gpu archs {wheel.name}",
+                    "warn",
+                    f"{wheel}: {len(found.not_inspected)} shared object(s) not inspected "
+                    f"(over the {inspection_budget(wheel.stat().st_size) >> 20} MiB limit "
+                    f"on bytes extracted for inspection): {', '.join(found.not_inspected)}",
+                    hint="a wheel whose members unpack to far more than its size is "
+                    "suspect; rebuild it or check where it came from",
+                )
+            )
+        archs = sorted(found.archs)
         if not archs:
             continue
         for gpu in inventory.gpus:

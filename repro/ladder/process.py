@@ -65,13 +65,45 @@ def start_server(
         )
 
 
+_ENDING = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(SystemExit):
+    """repro was sent SIGTERM or SIGHUP: unwind (ending what it started), then exit
+    with 128 + the signal's number, as the signal itself would have."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
 @contextlib.contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold back SIGINT while the body runs, so a second Ctrl-C cannot cut a teardown short."""
+def terminated_raises() -> Iterator[None]:
+    """While the body runs, SIGTERM and SIGHUP raise Terminated instead of ending the
+    process on the spot, so `finally` blocks (the server's teardown) run."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in _ENDING}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Hold back SIGINT, SIGTERM and SIGHUP while the body runs, so a second Ctrl-C or
+    kill cannot cut a teardown short (a held signal is taken when the body ends)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *_ENDING})
     try:
         yield
     finally:

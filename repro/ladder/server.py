@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from repro.ladder.model import LadderSpec, LaunchSpec, RungResult, RungStatus, Timeouts
-from repro.ladder.process import log_errors, log_tail, port_taken, start_server, stop_group
+from repro.ladder.process import (
+    log_errors,
+    log_tail,
+    port_taken,
+    start_server,
+    stop_group,
+    terminated_raises,
+)
 from repro.ladder.readiness import (
     Generation,
     GenerationError,
@@ -161,31 +168,34 @@ def server_rung(spec: LadderSpec) -> RungResult:
             facts,
             hint=f"stop what listens there (ss -ltnp 'sport = :{launch.port}') or use --port",
         )
-    started = time.monotonic()
-    env = {**os.environ, **launch.env}
-    try:
-        process = start_server(argv, env, log_path, launch.cwd)
-    except OSError as exc:
-        return RungResult(
-            "server",
-            RungStatus.FAIL,
-            0.0,
-            f"cannot start {argv[0]}: {exc.strerror or exc}",
-            facts,
-            hint="check the launch command's program path",
-        )
-    facts["pid"] = process.pid
-    outcome: tuple[Generation, float] | _NotReady
-    try:
+    # SIGTERM or SIGHUP to repro becomes an exception here, so the finally below ends
+    # the server's group instead of leaving it running.
+    with terminated_raises():
+        started = time.monotonic()
+        env = {**os.environ, **launch.env}
         try:
-            outcome = _wait_for_generation(launch, process, spec.timeouts, started)
-        except _NotReady as exc:
-            outcome = exc
-        # Before teardown: shutdown noise would push the cause out of the tail.
-        tail = log_tail(log_path)
-    finally:
-        # Runs on success, failure and KeyboardInterrupt alike.
-        left = stop_group(process, spec.timeouts.grace)
+            process = start_server(argv, env, log_path, launch.cwd)
+        except OSError as exc:
+            return RungResult(
+                "server",
+                RungStatus.FAIL,
+                0.0,
+                f"cannot start {argv[0]}: {exc.strerror or exc}",
+                facts,
+                hint="check the launch command's program path",
+            )
+        outcome: tuple[Generation, float] | _NotReady
+        try:
+            facts["pid"] = process.pid
+            try:
+                outcome = _wait_for_generation(launch, process, spec.timeouts, started)
+            except _NotReady as exc:
+                outcome = exc
+            # Before teardown: shutdown noise would push the cause out of the tail.
+            tail = log_tail(log_path)
+        finally:
+            # Runs on success, failure and KeyboardInterrupt alike.
+            left = stop_group(process, spec.timeouts.grace)
     duration = time.monotonic() - started
     facts["exit_code"] = process.returncode
     errors = log_errors(log_path)

@@ -6,6 +6,7 @@ full loader lives elsewhere.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import _toml
+from repro.bundle import MAX_TIMEOUT_S
 from repro.errors import BundleFormatError, InputError
 from repro.ladder.model import (
     ENGINES,
@@ -248,8 +250,16 @@ def spec_from_bundle_dir(
     chosen_timeouts = timeouts or Timeouts()
     timeout_s = ladder.get("timeout_s")
     if timeouts is None and timeout_s is not None:
-        if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-            raise BundleFormatError(f"{path}: [ladder] timeout_s must be a positive number")
+        if (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, (int, float))
+            or not math.isfinite(timeout_s)
+            or not 0 < timeout_s <= MAX_TIMEOUT_S
+        ):
+            raise BundleFormatError(
+                f"{path}: [ladder] timeout_s must be a positive number of seconds, at most "
+                f"{MAX_TIMEOUT_S:g} (not {timeout_s!r})"
+            )
         chosen_timeouts = replace(chosen_timeouts, server_ready=float(timeout_s))
 
     patches = patched_files(bundle_dir)

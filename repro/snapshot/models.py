@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,12 @@ class ModelReference:
     small_files: tuple[tuple[str, str], ...]
     copied: tuple[tuple[str, Path], ...]
     large_files: tuple[tuple[str, int], ...] = ()
+    # (path in the model directory, why) of files not described or not copied
+    refused: tuple[tuple[str, str], ...] = ()
+
+    def warnings(self) -> list[str]:
+        where = self.local_path.rstrip("/")
+        return [f"model {self.name!r}: {where}/{rel}: {why}" for rel, why in self.refused]
 
     def to_toml(self) -> dict[str, object]:
         table: dict[str, object] = {
@@ -103,27 +110,43 @@ def describe_model(
     count = 0
     small: list[tuple[str, str]] = []
     large: list[tuple[str, int]] = []
+    refused: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(model_dir, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for filename in sorted(filenames):
             path = Path(dirpath) / filename
+            rel = path.relative_to(model_dir).as_posix()
             # HF caches keep snapshots as symlinks into blobs/: follow those for size.
             try:
-                size = path.stat().st_size
+                info = path.stat()
             except OSError:
                 continue
-            rel = path.relative_to(model_dir).as_posix()
+            if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read forever
+                refused.append((rel, "not a regular file: not read"))
+                continue
+            size = info.st_size
             total += size
             count += 1
             if size <= SMALL_FILE_LIMIT:
                 small.append((rel, sha256_file(path)))
             else:
                 large.append((rel, size))
-    copied = tuple(
-        (filename, model_dir / filename)
-        for filename in COPIED_FILES
-        if (model_dir / filename).is_file()
-    )
+    homes = _link_homes(model_dir, workspace)
+    copied_list: list[tuple[str, Path]] = []
+    for filename in COPIED_FILES:
+        path = model_dir / filename
+        if path.is_symlink() and path.is_file():
+            target = path.resolve()
+            if not any(target.is_relative_to(home) for home in homes):
+                why = (
+                    f"a symbolic link to {os.readlink(path)}, outside the model directory "
+                    "and the workspace: not copied"
+                )
+                refused.append((filename, why))
+                continue
+        if path.is_file() and stat.S_ISREG(path.stat().st_mode):
+            copied_list.append((filename, path))
+    copied = tuple(copied_list)
     repo_id, revision = _hf_identity(model_dir)
     return ModelReference(
         name=name,
@@ -136,4 +159,18 @@ def describe_model(
         small_files=tuple(small),
         copied=copied,
         large_files=tuple(large),
+        refused=tuple(refused),
     )
+
+
+def _link_homes(model_dir: Path, workspace: Path | None) -> list[Path]:
+    """Where a copied file's link may lead: the model directory, the Hugging Face cache
+    repository that holds it (snapshots link into its blobs/), the workspace."""
+    real = model_dir.resolve()
+    homes = [real]
+    match = _HF_SNAPSHOT.search(real.as_posix())
+    if match is not None:
+        homes.append(Path(real.as_posix()[: match.start()] + match.group(0).split("/")[0]))
+    if workspace is not None:
+        homes.append(workspace.resolve())
+    return homes

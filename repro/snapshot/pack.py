@@ -397,6 +397,8 @@ def _models(
         )
         known.add(_resolved(model.path))
         names.add(model.name)
+    for ref in refs:
+        warnings += ref.warnings()
     return refs, warnings
 
 
@@ -718,6 +720,7 @@ def _pack(
             workspace=workspace,
         )
         warnings += patch_warnings
+        warnings += scan_warnings(scan)
         secret_values = [v for k, v in os.environ.items() if is_secret_name(k)]
         warnings += _patch_secret_warnings(patches, secret_values)
         carriers = _vault_pristine(scan, found_pristine)
@@ -774,6 +777,9 @@ def _pack(
         warnings += model_warnings
         carried = []
         sized, left_out = split_by_size(config.files.matched, source)
+        for link, refusal in config.files.refused:
+            warnings.append(f"{link}: {refusal}; not carried")
+            left_out.append(LeftOut(link.relative_to(source).as_posix(), refusal))
         left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
         for path in sized:
             why = "its name" if looks_secret(path) else secret_in_file(path, secret_values)
@@ -979,11 +985,31 @@ def _pack_report(
     document = {
         "installed_bytes": scan.bytes_checked,
         "installed_files": scan.files_checked,
+        "unchecked_distributions": dict(sorted(scan.dists_skipped.items())),
+        "skipped_files": [
+            {"dist": f.dist, "path": f.path, "reason": f.reason} for f in scan.skipped_files
+        ],
         "unmet_requirements": [u.to_json() for u in unmet],
         "warnings": warnings,
         "left_out": [{"path": item.path, "reason": item.reason} for item in left_out],
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+
+
+def scan_warnings(scan: ScanReport) -> list[str]:
+    """What the scan could not check or did not take, one warning each: a distribution
+    without RECORD (its hand patches cannot be found, so none travels), a file left
+    unread (a link out of the venv, a FIFO), a file that could not be read."""
+    warnings = [
+        f"{name}: {why}; its files cannot be checked for patches, and none is carried"
+        for name, why in sorted(scan.dists_skipped.items())
+    ]
+    warnings += [f.describe() for f in scan.skipped_files]
+    warnings += [
+        f"{u.dist}: {u.path}: cannot be read ({u.error}); not checked for patches"
+        for u in scan.unreadable
+    ]
+    return warnings
 
 
 def _local_find_links(indexes: IndexConfig) -> list[Path]:

@@ -12,12 +12,20 @@ import errno
 import fnmatch
 import hashlib
 import os
+import stat
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from repro.hashing import HashPipeline, HashResult, KnownFiles, ProgressCallback, file_digest
+from repro.hashing import (
+    HashPipeline,
+    HashResult,
+    KnownFiles,
+    ProgressCallback,
+    file_digest,
+    not_regular,
+)
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
 
@@ -44,6 +52,18 @@ class UnreadableFile:
 
 
 @dataclass(frozen=True)
+class SkippedFile:
+    """A file of a distribution the scan did not take: a link out of the venv, a FIFO."""
+
+    dist: str
+    path: str
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.dist}: {self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class ScanReport:
     dists_scanned: tuple[str, ...]
     dists_skipped: Mapping[str, str]  # name -> why (no RECORD, egg-info, ...)
@@ -58,6 +78,9 @@ class ScanReport:
     deferred: frozenset[str] = frozenset()
     """Files read for their CRC-32 only (`defer_sha_from`): their size is RECORD's and
     their digest in `digests` is RECORD's, to be checked by whoever writes them."""
+    skipped_files: tuple[SkippedFile, ...] = ()
+    """Changed or added files not taken as patches: symbolic links that leave the venv,
+    FIFOs, sockets and devices. Never read, never carried."""
 
     @property
     def clean(self) -> bool:
@@ -170,15 +193,19 @@ def scan_environment(
                 top = _top_directory(entry.path)
                 if top is not None:
                     top_dirs.setdefault(prefix + top, dist)
-        candidates, ambiguous = _find_added(top_dirs, listed, direct_owners, selected_names, ignore)
+        venv = _real_prefix(facts)
+        candidates, ambiguous, skipped_added = _find_added(
+            top_dirs, listed, direct_owners, selected_names, ignore, venv
+        )
         for path in candidates:
             pipeline.submit(path, 0)
         # Each result is checked against its RECORD row as it comes back and the row let
         # go: at the scan's end (its peak of memory) a file is held once, as its result,
         # not also as the row and the ownership record (~0.4 KB a file).
-        check = _Checker(owned, facts)
+        check = _Checker(owned, facts, venv)
         hashed = pipeline.finish(on_progress, check)
     patched, unreadable, deferred = check.patched, check.unreadable(), check.deferred
+    skipped_files = sorted([*check.skipped, *skipped_added], key=lambda f: (f.dist, f.path))
     checked_files, checked_bytes = check.files, check.bytes
     added = [
         PatchedFile(dist.name, dist.version, relative, "added", None, r.digest, r.size)
@@ -198,14 +225,50 @@ def scan_environment(
         site_dirs={d.name: d.site_dir for d in dists},
         digests=_readable(hashed),
         deferred=frozenset(deferred),
+        skipped_files=tuple(skipped_files),
     )
+
+
+def _special(mode: int) -> bool:
+    """A FIFO, socket or device: never read (a directory where a file was is unreadable)."""
+    return bool(mode) and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _real_prefix(facts: EnvironmentFacts) -> str:
+    return os.path.realpath(facts.python.prefix)
+
+
+def link_outside(path: str, root: str) -> str | None:
+    """Why the file at `path` is not taken, or None: a symbolic link is taken (as the file
+    it names) only when it resolves to a regular file under `root`; FIFOs, sockets and
+    devices never. Decided by lstat: nothing is opened."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None  # gone: the read reports it
+    if stat.S_ISREG(info.st_mode):
+        return None
+    if not stat.S_ISLNK(info.st_mode):
+        return not_regular(info.st_mode)
+    target = os.path.realpath(path)
+    where = os.readlink(path)
+    if os.path.commonpath([target, root]) != root:
+        return f"a symbolic link to {where}, outside {root}: not followed, not carried"
+    try:
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            return f"a symbolic link to {where}, not to a regular file: not carried"
+    except OSError:
+        return f"a symbolic link to {where}, which does not exist: not carried"
+    return None
 
 
 class _Checker:
     """Judges each result against the RECORD row of its file, as results come back."""
 
-    def __init__(self, owned: dict[str, _Owned], facts: EnvironmentFacts) -> None:
+    def __init__(self, owned: dict[str, _Owned], facts: EnvironmentFacts, venv: str) -> None:
         self._owned = owned
+        self._venv = venv
+        self.skipped: list[SkippedFile] = []
         self._facts = facts
         self._scripts_dir = os.path.normpath(facts.python.scripts)
         self._missing = os.strerror(errno.ENOENT)
@@ -244,6 +307,9 @@ class _Checker:
             )
             return result
         self.files += 1
+        if result.digest is None and _special(result.mode):
+            self.skipped.append(SkippedFile(item.dist.name, entry.path, result.error or ""))
+            return result
         if result.digest is None:
             self._unreadable.append(
                 (path, UnreadableFile(item.dist.name, entry.path, result.error or ""))
@@ -255,6 +321,10 @@ class _Checker:
         if os.path.dirname(path) == self._scripts_dir and _only_shebang_differs(
             Path(path), item, self._facts
         ):
+            return result
+        refused = link_outside(path, self._venv)  # a changed file: is it a link out?
+        if refused is not None:
+            self.skipped.append(SkippedFile(item.dist.name, entry.path, refused))
             return result
         self.patched.append(
             PatchedFile(
@@ -295,14 +365,16 @@ def _find_added(
     direct_owners: Mapping[str, set[str]],
     selected: set[str],
     ignore: Sequence[str],
-) -> tuple[dict[str, tuple[DistributionFacts, str]], list[str]]:
+    venv: str,
+) -> tuple[dict[str, tuple[DistributionFacts, str]], list[str], list[SkippedFile]]:
     """Files under the package directories that no RECORD lists, each given to the one
     distribution that owns the nearest directory holding listed files; files in a directory
     several distributions share (a namespace root) are reported as ambiguous, not added.
-    Returns the candidates (absolute path -> owner and path relative to site-packages)
-    and the ambiguous paths."""
+    Returns the candidates (absolute path -> owner and path relative to site-packages),
+    the ambiguous paths, and the files refused by `link_outside` (never read)."""
     candidates: dict[str, tuple[DistributionFacts, str]] = {}  # nested top dirs overlap
     ambiguous: list[str] = []
+    refused: list[SkippedFile] = []
     by_name = {d.normalized_name: d for d in top_dirs.values()}
     for top, dist in sorted(top_dirs.items()):
         site = dist.site_dir
@@ -321,8 +393,12 @@ def _find_added(
                     continue
                 owner = next(iter(owners))
                 if owner in selected and owner in by_name:
+                    why = link_outside(path, venv)
+                    if why is not None:
+                        refused.append(SkippedFile(by_name[owner].name, relative, why))
+                        continue
                     candidates[path] = (by_name[owner], relative)
-    return candidates, sorted(set(ambiguous))
+    return candidates, sorted(set(ambiguous)), refused
 
 
 def _nearest_owners(directory: str, site: str, direct_owners: Mapping[str, set[str]]) -> set[str]:
