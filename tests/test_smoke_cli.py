@@ -91,33 +91,20 @@ def test_unknown_rung_is_a_usage_error() -> None:
     assert "unknown rung(s) in --rungs: warp" in result.stderr.decode()
 
 
+def _server_rung_in_background(log_dir: Path, *launch: str) -> subprocess.Popen[bytes]:
+    """The real `repro smoke` climbing only the server rung, started and left running."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    argv = [sys.executable, "-m", "repro", "smoke", "--python", sys.executable]
+    argv += ["--rungs", "server", *launch, "--log-dir", str(log_dir)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
 def test_ctrl_c_during_server_rung_tears_the_server_down(tmp_path: Path) -> None:
     port = free_port()
     pid_file = tmp_path / "pids.json"
     command = fake_command(port, "never-bind", pid_file, "--child")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    smoke = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "repro",
-            "smoke",
-            "--python",
-            sys.executable,
-            "--rungs",
-            "server",
-            "--launch",
-            command,
-            "--timeout",
-            "120",
-            "--log-dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    smoke = _server_rung_in_background(tmp_path, "--launch", command, "--timeout", "120")
     try:
         pids = read_pids(pid_file, wait=30)
         assert group_alive(pids["pgid"]), "the server should be running"
@@ -161,30 +148,9 @@ def test_sigterm_during_server_rung_ends_the_server_group(tmp_path: Path, signum
     """A server that answers 404 to every probe keeps the rung waiting; killing repro
     then must end the server's whole process group, not leave it running."""
     port = free_port()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    smoke = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "repro",
-            "smoke",
-            "--python",
-            sys.executable,
-            "--rungs",
-            "server",
-            "--launch",
-            f"{sys.executable} -m http.server --bind 127.0.0.1 {port}",
-            "--port",
-            str(port),
-            "--timeout",
-            "300",
-            "--log-dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
+    launch = f"{sys.executable} -m http.server --bind 127.0.0.1 {port}"
+    smoke = _server_rung_in_background(
+        tmp_path, "--launch", launch, "--port", str(port), "--timeout", "300"
     )
     server = 0
     try:
