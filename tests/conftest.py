@@ -62,3 +62,17 @@ def unpacked_venv(target: Path) -> Path:
     toml = target / ".repro" / "bundle" / "bundle.toml"
     info = load_bundle_info(toml.read_bytes(), source=str(toml))
     return target if info.workspace.venv == "." else target / info.workspace.venv
+
+
+def read_pty(main: int) -> bytes:
+    """Everything written to a pseudo-terminal until its other side is closed (Linux
+    answers EIO then)."""
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            return output
+        if not chunk:
+            return output
+        output += chunk

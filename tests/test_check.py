@@ -20,7 +20,7 @@ from repro.check import CheckOptions, TargetKind, check_target, classify_target
 from repro.cli._progress import IMMEDIATE_BYTES, HashProgressBar, hash_progress
 from repro.errors import ArchiveError, InputError
 from repro.manifest import MANIFEST_NAME, write_manifest
-from tests.conftest import REPO_ROOT, run_repro
+from tests.conftest import REPO_ROOT, read_pty, run_repro
 
 
 def sha(data: bytes) -> str:
@@ -266,15 +266,7 @@ def test_progress_bar_on_a_terminal(bundle: Path) -> None:
         env=env,
     ) as process:
         os.close(secondary)
-        output = b""
-        while True:
-            try:
-                chunk = os.read(main, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            output += chunk
+        output = read_pty(main)
         assert process.stdout is not None
         stdout = process.stdout.read()
         assert process.wait(timeout=60) == 0

@@ -18,7 +18,7 @@ import pytest
 
 from repro.cli import COMMANDS
 from tests._bundles import BundlePair, run_cli, tamper
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, read_pty
 
 
 def test_every_summary_in_repro_help_is_whole() -> None:
@@ -112,15 +112,7 @@ def _on_a_terminal(*args: str, env: dict[str, str]) -> bytes:
         [sys.executable, "-m", "repro", *args], stdout=secondary, stderr=subprocess.PIPE, env=child
     ) as process:
         os.close(secondary)
-        output = b""
-        while True:
-            try:
-                chunk = os.read(main, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            output += chunk
+        output = read_pty(main)
         process.wait(timeout=120)
     os.close(main)
     return output

@@ -14,6 +14,7 @@ from repro.config import load_config
 from repro.errors import BundleFormatError, ConfigError
 from repro.manifest import MAX_LINE_BYTES, MAX_PATH_DEPTH, parse_manifest
 from tests.conftest import run_repro
+from tests.test_bundle import MINIMAL
 
 LIMIT_S = 60  # the cases below take well under a second when bounded
 
@@ -57,22 +58,9 @@ def test_deep_and_long_names_are_rejected_naming_the_line() -> None:
     assert reasons[3] == "name longer than 4096 bytes"
 
 
-BUNDLE_TOML = """\
-format_version = 1
-name = "demo"
-version = "1.0"
-created = "2026-01-31T12:00:00Z"
-tool_version = "0.1.0"
-
-[source]
-python = "3.11.7"
-implementation = "cpython"
-platform = "linux-x86_64"
-glibc = "2.36"
-
-[ladder]
-timeout_s = {value}
-"""
+def bundle_toml(timeout_s: object) -> bytes:
+    """test_bundle's minimal bundle.toml with a [ladder] timeout_s."""
+    return MINIMAL + f"\n[ladder]\ntimeout_s = {timeout_s}\n".encode()
 
 
 @pytest.mark.parametrize(
@@ -93,7 +81,7 @@ def test_a_ladder_timeout_that_never_ends_is_refused(
         load_config(tmp_path)
     assert f"ladder.timeout: {problem}" in str(config_error.value)
     with pytest.raises(BundleFormatError) as bundle_error:
-        load_bundle_info(BUNDLE_TOML.format(value=value).encode(), source="/b/bundle.toml")
+        load_bundle_info(bundle_toml(value), source="/b/bundle.toml")
     message = str(bundle_error.value)
     assert "/b/bundle.toml" in message and "timeout_s" in message and "86400" in message
 
@@ -101,7 +89,7 @@ def test_a_ladder_timeout_that_never_ends_is_refused(
 def test_the_longest_ladder_timeout_is_accepted(tmp_path: Path) -> None:
     (tmp_path / "repro.toml").write_text(f"[ladder]\ntimeout = {MAX_TIMEOUT_S}\n")
     assert load_config(tmp_path).ladder.timeout == MAX_TIMEOUT_S
-    data = BUNDLE_TOML.format(value=MAX_TIMEOUT_S).encode()
+    data = bundle_toml(MAX_TIMEOUT_S)
     assert load_bundle_info(data, source="bundle.toml").ladder.timeout_s == MAX_TIMEOUT_S
 
 
