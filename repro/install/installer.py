@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -52,6 +52,9 @@ class InstallPlan:
     extra_indexes: tuple[str, ...]
     find_links: tuple[str, ...]
     offline: bool
+    # pin name -> sha256 of the vault's wheels for it (env/vault.toml, verified with the
+    # bundle): uv is given them so that its cache cannot stand in for the vault's bytes.
+    vault_hashes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -239,8 +242,16 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
 
     The installer is given a lock repro writes there from `plan.lock`'s pins and hashes
     only: an option line of the file (`--find-links`, `-c`, `${VAR}`...) never reaches
-    it; where packages come from is `plan`'s sources, on argv."""
-    pins_only = render_pins_only(read_requirements_lock(plan.lock))
+    it; where packages come from is `plan`'s sources, on argv.
+
+    uv is also given the sha256 of each vault wheel: it caches a `--find-links` wheel
+    by its directory and file name and serves the cached copy even after the file
+    changed (a target unpacked again from a newer bundle, a reused path), so without
+    the digest a rebuilt wheel of the same name and version would not be the one
+    installed. pip reads the file itself; given a digest for some pins only it would
+    demand one for every pin, so it gets the lock's own."""
+    extra = plan.vault_hashes if installer == "uv" else None
+    pins_only = render_pins_only(read_requirements_lock(plan.lock), extra)
     with tempfile.TemporaryDirectory(prefix="repro-install-") as neutral:
         lock = Path(neutral) / "lock" / "requirements.txt"
         lock.parent.mkdir()

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Literal
 
 from repro.archive import extract_archive
 from repro.bundle import BundleInfo, load_bundle_info
-from repro.bundleview import load_vault
+from repro.bundleview import VaultEntry, load_vault
 from repro.errors import (
     BundleFormatError,
     InputError,
@@ -70,6 +70,7 @@ from repro.install.workspace import (
 from repro.manifest import MANIFEST_NAME, CheckReport, ProgressSink, verify_directory
 from repro.patchset import load_patchset
 from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
+from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import read_requirements_lock
 from repro.snapshot.services import render_unit
 
@@ -375,13 +376,26 @@ def _unmet_at_pack_time(bundle_dir: Path) -> int:
     return _pack_report(bundle_dir).unmet
 
 
+def _vault_entries(bundle_dir: Path) -> tuple[VaultEntry, ...]:
+    path = bundle_dir / "env" / "vault.toml"
+    if not path.is_file():
+        return ()
+    return load_vault(path.read_bytes(), source="env/vault.toml")
+
+
+def _vault_hashes(bundle_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Pin name -> the sha256 of the vault's wheels for it, as env/vault.toml lists them."""
+    hashes: dict[str, tuple[str, ...]] = {}
+    for entry in _vault_entries(bundle_dir):
+        name = normalize_name(entry.name)
+        hashes[name] = (*hashes.get(name, ()), entry.sha256)
+    return hashes
+
+
 def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
     """Vault wheels that are there because no index serves them (not only --wheels all);
     each a file name inside env/wheels/ (load_vault refuses any other)."""
-    path = bundle_dir / "env" / "vault.toml"
-    if not path.is_file():
-        return []
-    entries = load_vault(path.read_bytes(), source="env/vault.toml")
+    entries = _vault_entries(bundle_dir)
     return sorted(e.filename for e in entries if "--wheels all" not in e.reason)
 
 
@@ -568,6 +582,7 @@ def _install_steps(
                 extra_indexes=sources.extra_index_urls,
                 find_links=sources.find_links,
                 offline=sources.offline,
+                vault_hashes=_vault_hashes(kept) if sources.vault is not None else {},
             )
             install_lock(interpreter, plan, installer)
             pins = {pin.name: pin.version for pin in lock.pins}

@@ -64,12 +64,20 @@ class LockFile:
     options: tuple[LockOption, ...] = ()
 
 
-def render_pins_only(lock: LockFile) -> str:
+def render_pins_only(
+    lock: LockFile, extra_hashes: Mapping[str, tuple[str, ...]] | None = None
+) -> str:
     """The lock as an installer is given it: `name==version` (+ `--hash`) lines and
-    nothing else, so that where packages come from is only what repro puts on argv."""
+    nothing else, so that where packages come from is only what repro puts on argv.
+
+    `extra_hashes` (pin name -> sha256 hex) adds digests to a pin's own, for example
+    those of the vault's wheels for that pin."""
     lines = []
     for pin in lock.pins:
-        digests = lock.hashes.get(pin.name, ())
+        digests = list(lock.hashes.get(pin.name, ()))
+        for digest in (extra_hashes or {}).get(pin.name, ()):
+            if digest not in digests:
+                digests.append(digest)
         lines.append(f"{pin.name}=={pin.version}" + "".join(f" --hash=sha256:{d}" for d in digests))
     return "\n".join(lines) + "\n"
 
