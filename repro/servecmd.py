@@ -1,8 +1,9 @@
 """What a server command line runs: the engine, its port, and the models it names.
 
 Known engines: SGLang (``python -m sglang.launch_server ...``, ``sglang serve ...``),
-vLLM (``vllm serve MODEL ...``, ``python -m vllm.entrypoints.openai.api_server ...``);
-any other command with ``--port N`` is taken as an OpenAI-compatible server.
+vLLM (``vllm serve MODEL ...``, ``python -m vllm.entrypoints.openai.api_server ...``),
+transformers (``transformers serve [MODEL] ...``, OpenAI-compatible, port 8000 by
+default); any other command with ``--port N`` is taken as an OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def engine_of(argv: Sequence[str]) -> Engine | None:
         return "sglang"
     if module in VLLM_MODULES or _subcommand(argv, "vllm"):
         return "vllm"
+    if _subcommand(argv, "transformers"):
+        return "openai"
     return "openai" if _option(argv, "--port") is not None else None
 
 
@@ -95,9 +98,11 @@ def port_of(argv: Sequence[str], engine: Engine) -> int:
 
 
 def model_arguments(argv: Sequence[str]) -> tuple[ModelArgument, ...]:
-    """Every model flag's value, and vLLM's positional ``vllm serve MODEL``."""
+    """Every model flag's value, and the positional model of ``vllm serve MODEL`` and
+    ``transformers serve MODEL``."""
     found: list[ModelArgument] = []
-    if _subcommand(argv, "vllm") and len(argv) > 2 and not argv[2].startswith("-"):
+    positional = _subcommand(argv, "vllm") or _subcommand(argv, "transformers")
+    if positional and len(argv) > 2 and not argv[2].startswith("-"):
         found.append(ModelArgument("serve", argv[2], "target"))
     for index, arg in enumerate(argv):
         flag, sep, value = arg.partition("=")

@@ -13,6 +13,9 @@ Modes:
   broken-generation   /health says 200, every generation answers 500
   hang-generation     /health says 200, a generation request never answers
   hang-health         a health request never answers
+  strict         as `transformers serve` without a hub cache: /v1/models answers 500,
+                 a completion with a field outside the OpenAI API answers 422, and
+                 one for another model than --model answers 404
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 HEALTH_PATHS = ("/health", "/health_generate")
+OPENAI_COMPLETION_FIELDS = frozenset(
+    {"model", "prompt", "max_tokens", "temperature", "stream", "stream_options", "top_p", "n"}
+)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -64,6 +70,9 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._json(200, {})
         elif self.path == "/v1/models":
+            if mode == "strict":
+                self._json(500, {"detail": "Internal Server Error"})
+                return
             if self.starting:
                 self._json(503, {"detail": "model is loading"})
                 return
@@ -80,6 +89,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         if mode == "hang-generation":
             time.sleep(3600)
+        if mode == "strict":
+            unknown = set(request) - OPENAI_COMPLETION_FIELDS
+            if unknown:
+                self._json(422, {"detail": f"Unexpected fields in the request: {unknown}"})
+                return
+            if request.get("model") != self.options.model:
+                self._json(404, {"detail": f"model {request.get('model')!r} is not served"})
+                return
         if mode == "broken-generation":
             print("fake-engine: RuntimeError: attention kernel does not support head_dim=16")
             sys.stdout.flush()
@@ -122,6 +139,7 @@ def main() -> None:
     text = os.environ.get("FAKE_ENGINE_TEXT", "Paris is the capital of France")
     parser.add_argument("--text", default=text)
     parser.add_argument("--pid-file")
+    parser.add_argument("--model", help="the served model (mode strict)")
     parser.add_argument("--child", action="store_true", help="start a child in the same group")
     parser.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM")
     options = parser.parse_args()

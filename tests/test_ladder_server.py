@@ -47,6 +47,22 @@ def test_ready_server_passes_with_a_real_generation(tmp_path: Path, engine: str)
     assert Path(result.facts["log"]).read_text().count("fake-engine: starting") == 1
 
 
+def test_strict_openai_server_is_asked_for_the_command_lines_model(tmp_path: Path) -> None:
+    """A server that cannot list its models (`transformers serve` lists the hub cache,
+    and answers 500 where there is none) and refuses fields outside the OpenAI API."""
+    result, _ = run_server(tmp_path, "strict", "--model", "/models/tiny")
+    assert result.status is RungStatus.PASS, (result.summary, tail_text(result))
+    assert result.facts["model"] == "/models/tiny"
+    assert result.facts["model_from"].startswith("the command line (GET /v1/models: HTTP 500")
+    assert result.facts["tokens"] == 6
+
+
+def test_strict_server_without_a_model_on_its_command_line_fails(tmp_path: Path) -> None:
+    result, _ = run_server(tmp_path, "strict")
+    assert result.status is RungStatus.FAIL
+    assert "GET /v1/models: HTTP 500" in result.summary
+
+
 def test_process_that_exits_at_once_fails_fast_with_its_log(tmp_path: Path) -> None:
     result, _ = run_server(tmp_path, "exit", server_ready=60.0)
     assert result.status is RungStatus.FAIL

@@ -120,6 +120,15 @@ CAPTURE_CASES = [
         [("out", "target", "Qwen3-8B")],
     ),
     (
+        "transformers serve: positional model, default port",
+        "ExecStart={venv}/bin/transformers serve {out} --device cuda:0 --host 127.0.0.1",
+        "openai",
+        8000,
+        "${REPRO_VENV}/bin/transformers serve ${REPRO_MODELS}/Qwen3-8B --device cuda:0 "
+        "--host 127.0.0.1",
+        [("out", "target", "Qwen3-8B")],
+    ),
+    (
         "a repository id stays as it is",
         "ExecStart={venv}/bin/vllm serve Qwen/Qwen3-8B --port 8100",
         "vllm",

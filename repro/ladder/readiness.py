@@ -1,9 +1,10 @@
 """Talk to a serving engine over HTTP: is it up, and does it really generate?
 
 SGLang: ``GET /health_generate`` then a streamed ``POST /generate``.
-OpenAI-compatible (vLLM): ``GET /health``, ``GET /v1/models`` for the model
-name, then a streamed ``POST /v1/completions``.  A 503 anywhere means the
-server is still starting.
+OpenAI-compatible (vLLM, ``transformers serve``): ``GET /health``, ``GET /v1/models``
+for the model name (else the model the command line names), then a streamed
+``POST /v1/completions`` of the standard fields (vLLM also gets ``ignore_eos``).
+A 503 anywhere means the server is still starting.
 """
 
 from __future__ import annotations
@@ -124,10 +125,13 @@ def _request(launch: LaunchSpec, model: str | None) -> tuple[str, dict[str, Any]
         "prompt": launch.prompt,
         "max_tokens": launch.max_tokens,
         "temperature": 0,
-        "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if launch.engine == "vllm":
+        # vLLM's extension: a random-weight model still streams max_tokens. A strict
+        # OpenAI server (`transformers serve`) refuses unknown fields with HTTP 422.
+        body["ignore_eos"] = True
     return "/v1/completions", body
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from repro.ladder.readiness import (
     served_model,
 )
 from repro.ladder.spec import unfilled_variables
+from repro.servecmd import model_arguments
 
 POLL_INTERVAL_S = 1.0
 
@@ -38,12 +41,38 @@ class _NotReady(Exception):
         self.hint = hint
 
 
+@dataclass(frozen=True)
+class _Ready:
+    generation: Generation
+    ready_at: float
+    model: str | None  # the name the generation asked for (None: SGLang, which takes none)
+    model_from: str  # where the name came from
+
+
+def command_line_model(launch: LaunchSpec) -> str | None:
+    """The served model the launch command names (``--model``, ``--model-path``, the
+    positional model of ``vllm serve`` / ``transformers serve``); None if it names none."""
+    argv: list[str] | tuple[str, ...] | None = launch.argv
+    if not argv and launch.shell:
+        try:
+            argv = shlex.split(launch.shell)
+        except ValueError:
+            return None
+    targets = [m.value for m in model_arguments(argv or ()) if m.role == "target"]
+    return targets[0] if targets else None
+
+
 def _wait_for_generation(
     launch: LaunchSpec, process: subprocess.Popen[bytes], timeouts: Timeouts, started: float
-) -> tuple[Generation, float]:
-    """Poll about once a second until a real generation succeeds; raise _NotReady."""
+) -> _Ready:
+    """Poll about once a second until a real generation succeeds; raise _NotReady.
+
+    The model to ask for is the first of ``GET /v1/models``; a server that answers
+    health but cannot list its models (``transformers serve`` lists the hub cache, and
+    answers 500 where there is none) is asked for the model its command line names."""
     deadline = started + timeouts.server_ready
     last = "no probe yet"
+    fallback = command_line_model(launch)
     while True:
         tick = time.monotonic()
         code = process.poll()
@@ -64,17 +93,22 @@ def _wait_for_generation(
         last = health.detail
         if health.state is Probe.READY:
             model = None
+            model_from = "none asked (SGLang)"
             if launch.engine != "sglang":
                 named = served_model(launch, min(timeouts.probe, remaining))
-                if named.state is Probe.BROKEN:
+                if named.state is Probe.BROKEN and fallback is None:
                     raise _NotReady(f"{health.detail}, but {named.detail}", None)
-                model = named.detail if named.state is Probe.READY else None
+                if named.state is Probe.BROKEN:
+                    model, model_from = fallback, f"the command line ({named.detail})"
+                elif named.state is Probe.READY:
+                    model, model_from = named.detail, "GET /v1/models"
                 last = named.detail
             if model is not None or launch.engine == "sglang":
                 ready_at = time.monotonic()
                 try:
                     budget = min(timeouts.generation, max(deadline - ready_at, 1.0))
-                    return generate(launch, model, budget), ready_at
+                    generation = generate(launch, model, budget)
+                    return _Ready(generation, ready_at, model, model_from)
                 except GenerationError as exc:
                     if exc.state is Probe.BROKEN:
                         raise _NotReady(
@@ -184,7 +218,7 @@ def server_rung(spec: LadderSpec) -> RungResult:
                 facts,
                 hint="check the launch command's program path",
             )
-        outcome: tuple[Generation, float] | _NotReady
+        outcome: _Ready | _NotReady
         try:
             facts["pid"] = process.pid
             try:
@@ -223,9 +257,11 @@ def server_rung(spec: LadderSpec) -> RungResult:
             hint=outcome.hint,
             output_tail=tail,
         )
-    generation, ready_at = outcome
+    generation, ready_at = outcome.generation, outcome.ready_at
     facts.update(
         {
+            "model": outcome.model,
+            "model_from": outcome.model_from,
             "ready_s": round(ready_at - started, 3),
             "ttft_s": generation.ttft_s,
             "tokens": generation.tokens,
