@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def tf_python() -> Path:
     return venv_python(cached_venv(VenvRecipe("transformers-serve", find_python("3.11"), RECIPE)))
 
 
-def _smoke(python: Path, model: Path, tmp_path: Path) -> dict[str, object]:
+def _smoke(python: Path, model: Path, tmp_path: Path) -> dict[str, Any]:
     unit = tmp_path / "tf.service"
     venv = python.parent.parent
     unit.write_text(UNIT.format(venv=venv, model=model, port=free_port()))
