@@ -351,18 +351,18 @@ def _module(m: Mapping[str, Any]) -> ModuleFacts:
 def find_interpreter(
     source: Path, explicit: Path | None, *, environ: Mapping[str, str] | None = None
 ) -> Path:
-    """The python of the environment to pack: a venv inside SOURCE, else --python, else
-    $VIRTUAL_ENV."""
-    if source.is_dir():
-        for name in VENV_DIRS:
-            candidate = source / name / "bin" / "python"
-            if (source / name / "pyvenv.cfg").is_file() and candidate.exists():
-                return candidate
+    """The python of the environment to pack: the one asked for (--python, or repro.toml's
+    env), else a venv inside SOURCE, else $VIRTUAL_ENV."""
     if explicit is not None:
         path = explicit / "bin" / "python" if explicit.is_dir() else explicit
         if not path.exists():
             raise UsageError(f"--python {explicit}: no such interpreter")
         return path
+    if source.is_dir():
+        for name in VENV_DIRS:
+            candidate = source / name / "bin" / "python"
+            if (source / name / "pyvenv.cfg").is_file() and candidate.exists():
+                return candidate
     virtual_env = (os.environ if environ is None else environ).get("VIRTUAL_ENV")
     if virtual_env:
         candidate = Path(virtual_env) / "bin" / "python"

@@ -96,13 +96,17 @@ def test_probe_errors_name_the_interpreter(tmp_path: Path) -> None:
         probe_environment(slow, timeout=1)
 
 
-def test_find_interpreter_prefers_a_venv_inside_source(tmp_path: Path) -> None:
+def test_find_interpreter_takes_a_venv_inside_source_unless_python_is_given(
+    tmp_path: Path,
+) -> None:
     source = tmp_path / "work"
     (source / ".venv" / "bin").mkdir(parents=True)
     (source / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (source / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    found = find_interpreter(source, None, environ={"VIRTUAL_ENV": "/elsewhere"})
+    assert found == source / ".venv" / "bin" / "python"
     explicit = Path(sys.executable)
-    assert find_interpreter(source, explicit) == source / ".venv" / "bin" / "python"
+    assert find_interpreter(source, explicit) == explicit
 
 
 def test_find_interpreter_falls_back_to_explicit_then_virtual_env(tmp_path: Path) -> None:
