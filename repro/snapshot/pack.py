@@ -773,6 +773,7 @@ def _pack(
         for unit in units:
             warnings += unit.warnings
         warnings += _launch_secret_warnings(config)
+        warnings += _plain_http_warnings(indexes)
         models, model_warnings = _models(options, config, units)
         warnings += model_warnings
         carried = []
@@ -1010,6 +1011,19 @@ def scan_warnings(scan: ScanReport) -> list[str]:
         for u in scan.unreadable
     ]
     return warnings
+
+
+def _plain_http_warnings(indexes: IndexConfig) -> list[str]:
+    """An http:// index is recorded as found, but `repro unpack` installs online from
+    https indexes only (anyone on the path could choose the packages): say so now."""
+    urls = [indexes.index_url, *indexes.extra_index_urls, *indexes.find_links]
+    return [
+        f"index {url} ({indexes.origins.get(url, 'pip/uv config')}) is plain http: "
+        "`repro unpack` refuses it online; use its https URL, or pack --wheels all and "
+        "unpack --offline"
+        for url in urls
+        if url is not None and url.lower().startswith("http://")
+    ]
 
 
 def _local_find_links(indexes: IndexConfig) -> list[Path]:
