@@ -12,16 +12,8 @@
 #                                          in .whl/deps/, its dependencies for Python 3.12)
 set -u
 out="${1:?usage: freshbox.sh OUTDIR}"
-mkdir -p "$out"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-export PYTHONUNBUFFERED=1
-exec > >(tee -a "$out/log.txt") 2>&1
-now() { date +%s%N; }
-ms_since() { echo $(( ($(now) - $1) / 1000000 )); }
-declare -A T
-VENV="$(python3 -c 'import sys; print(sys.prefix)')"
-echo "image venv: $VENV, $(python3 --version), $(nproc) cores"
-nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+source "$root/bench/gpu/_roundtrip.sh"
 
 echo "== the old box: repro from its wheel, the workspace"
 rm -rf /tmp/tool /data/dflash /data/dflash.gone /tmp/bundles /tmp/newbox /tmp/newhome /srv/dflash
@@ -77,8 +69,4 @@ env -u PYTHONPATH HOME=/tmp/newhome "$repro" unpack /tmp/bundles/dflash-1.tar --
 cp /tmp/hotfix.bak "$rsite/transformers/repro_hotfix.py"
 t=$(now); env -u PYTHONPATH HOME=/tmp/newhome "$repro" unpack /tmp/bundles/dflash-1.tar \
     --target /srv/dflash --offline >> "$out/verify.txt" 2>&1; echo "rerun exit $?"; T[rerun]=$(ms_since $t)
-python3 - "$out/times.json" <<PYEOF
-import json, sys
-json.dump({$(for k in "${!T[@]}"; do printf '"%s": %s, ' "$k" "${T[$k]}"; done)}, open(sys.argv[1], "w"), indent=2)
-PYEOF
-cat "$out/times.json"
+write_times

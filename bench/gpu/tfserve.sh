@@ -15,16 +15,8 @@
 #                                        dependencies, .whl/serve/ the serving wheels)
 set -u
 out="${1:?usage: tfserve.sh OUTDIR}"
-mkdir -p "$out"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-export PYTHONUNBUFFERED=1
-exec > >(tee -a "$out/log.txt") 2>&1
-now() { date +%s%N; }
-ms_since() { echo $(( ($(now) - $1) / 1000000 )); }
-declare -A T
-VENV="$(python3 -c 'import sys; print(sys.prefix)')"
-echo "image venv: $VENV, $(python3 --version), $(nproc) cores"
-nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+source "$root/bench/gpu/_roundtrip.sh"
 
 echo "== the source box: repro from its wheel, the workspace, the model"
 rm -rf /tmp/tool /data/tfws /data/tfws.gone /data/models /data/nomodels /tmp/bundles /srv/tfws
@@ -79,8 +71,4 @@ for rung in report["rungs"]:
     print(f"{rung['status']:5} {rung['name']:7} {rung['summary']}")
     print("\n".join(rung["output_tail"][-12:]))
 PY
-python3 - "$out/times.json" <<PYEOF
-import json, sys
-json.dump({$(for k in "${!T[@]}"; do printf '"%s": %s, ' "$k" "${T[$k]}"; done)}, open(sys.argv[1], "w"), indent=2)
-PYEOF
-cat "$out/times.json"
+write_times
