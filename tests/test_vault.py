@@ -407,6 +407,41 @@ def test_build_vault_auto_none_and_determinism(source_env: SourceEnv, tmp_path: 
 
 
 @pytest.mark.slow
+def test_a_wheel_lacking_installed_files_is_not_the_original(
+    source_env: SourceEnv, tmp_path: Path
+) -> None:
+    """A wheel of the same name and version whose files all agree with the install, but
+    which lacks some (here the console script's entry_points.txt and the scripts), was
+    built from another source: taking it would install a venv without `vaultdemo-cli`.
+    It happened in CI, where pip's cache held such a wheel from another test."""
+    from repro.snapshot.vault import wheel_matches_install
+
+    project = _make_project(tmp_path / "proj" / "vaultdemo", "vaultdemo", "0.1.0", extras=False)
+    find_links = tmp_path / "fl"
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", find_links, project])
+    (lacking,) = find_links.glob("vaultdemo-0.1.0-*.whl")
+    dist = source_env.dists["vaultdemo"]
+    assert not wheel_matches_install(lacking, dist)
+    report = build_vault(
+        [dist],
+        mode="auto",
+        out_dir=tmp_path / "vault",
+        python=source_env.python,
+        scheme=source_env.scheme,
+        find_links=[find_links],
+        pip_cache=tmp_path / "no-cache",
+        download=False,
+    )
+    (wheel,) = report.wheels
+    assert wheel.source == "rebuilt"
+    with zipfile.ZipFile(tmp_path / "vault" / wheel.filename) as archive:
+        assert "vaultdemo-0.1.0.dist-info/entry_points.txt" in archive.namelist()
+    # the wheel the install came from still matches (localdemo, from its find-links dir)
+    (original,) = source_env.find_links.glob("localdemo-*.whl")
+    assert wheel_matches_install(original, source_env.dists["localdemo"])
+
+
+@pytest.mark.slow
 def test_check_index_on_pypi(source_env: SourceEnv) -> None:
     tags = target_tags(source_env.python)
     report = check_index([("six", "1.16.0"), ("localdemo", "1.0+cu130")], [PYPI], tags=tags)

@@ -131,27 +131,51 @@ class _Candidate:
 
 
 def wheel_matches_install(wheel: Path, dist: InstalledDist) -> bool:
-    """Whether a wheel's RECORD agrees with the installed RECORD on every file both hold.
+    """Whether a wheel holds exactly the installed files: its RECORD agrees with the
+    installed RECORD on every file both hold, and every hashed file installed into
+    site-packages is in the wheel (a wheel of the same name and version built without
+    a module or a console script is not the original).
 
-    Files under `.data/` (scripts get their shebang rewritten at install) and the files
-    an installer adds to `.dist-info` are not compared.
+    Files outside site-packages (`.data/` scripts get their shebang rewritten at install,
+    console scripts are written by the installer) and the files an installer adds to
+    `.dist-info` are not compared.
     """
     try:
         wheel_entries = list(iter_wheel_record(wheel))
     except VaultError:
         return False
-    installed = {entry.path: entry.sha256 for entry in read_record(dist.dist_info)}
-    compared = 0
+    installed = {
+        entry.path: entry.sha256
+        for entry in read_record(dist.dist_info)
+        if entry.sha256 is not None and _compared(entry.path)
+    }
+    in_wheel: dict[str, str] = {}
     for entry in wheel_entries:
-        top, _, rest = entry.path.partition("/")
-        if top.endswith(".data") or (top.endswith(".dist-info") and rest in EXCLUDED_DIST_INFO):
+        path = _site_packages_path(entry.path)
+        if path is None or entry.sha256 is None or not _compared(path):
             continue
-        if entry.sha256 is None:
-            continue
-        if installed.get(entry.path) != entry.sha256:
+        if installed.get(path) != entry.sha256:
             return False
-        compared += 1
-    return compared > 0
+        in_wheel[path] = entry.sha256
+    return bool(in_wheel) and in_wheel.keys() >= installed.keys()
+
+
+def _site_packages_path(wheel_path: str) -> str | None:
+    """Where a wheel member lands relative to site-packages; None for `.data/` members
+    that land elsewhere (scripts, headers, data)."""
+    top, _, rest = wheel_path.partition("/")
+    if not top.endswith(".data"):
+        return wheel_path
+    scheme, _, inner = rest.partition("/")
+    return inner if scheme in ("purelib", "platlib") and inner else None
+
+
+def _compared(path: str) -> bool:
+    """Whether an installed RECORD path takes part in matching a wheel to the install."""
+    top, _, rest = path.partition("/")
+    if top == ".." or path.startswith("/") or "__pycache__/" in path:
+        return False
+    return not (top.endswith(".dist-info") and rest in EXCLUDED_DIST_INFO)
 
 
 def _wheel_name_version(path: Path) -> tuple[str, Version] | None:
