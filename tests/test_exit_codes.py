@@ -191,12 +191,28 @@ CASES: list[tuple[str, tuple[str, ...], int]] = [
         SMOKE,
     ),
     ("smoke-unknown-rung", ("smoke", "--python", "{venv}", "--rungs", "nope"), USAGE),
+    ("smoke-all-skipped", ("smoke", "--python", "{venv}", "--rungs", "nccl", "--cpu"), SMOKE),
     ("smoke-missing", ("smoke", "--python", "{missing}"), USAGE),
     # unpack
     ("unpack-ok", ("unpack", "{good}", "--target", "{tmp}/t", "--offline", "--cpu"), OK),
     ("unpack-again", ("unpack", "{good}", "--target", "{clean}", "--offline", "--cpu"), OK),
     ("unpack-tampered", ("unpack", "{tampered}", "--target", "{tmp}/t", "--offline"), INVALID),
     ("unpack-missing", ("unpack", "{missing}", "--target", "{tmp}/t"), USAGE),
+    (
+        "unpack-python-is-a-venv",
+        (
+            "unpack",
+            "{good}",
+            "--target",
+            "{tmp}/t",
+            "--offline",
+            "--cpu",
+            "--no-smoke",
+            "--python",
+            "{empty_venv}",
+        ),  # fmt: skip
+        OK,
+    ),
     ("unpack-bad-option", ("unpack", "{good}", "--installer", "conda"), USAGE),
     (
         "unpack-other-bundle-there",

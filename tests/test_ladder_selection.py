@@ -93,3 +93,20 @@ def test_a_ladder_that_ran_nothing_is_not_ok(venv: Venv) -> None:
     report = run_ladder(LadderSpec(python=venv.python, cpu=True, rungs=()))
     assert [r.name for r in report.results] == list(RUNG_NAMES)
     assert report.result("python").status is RungStatus.PASS
+
+
+def test_a_selection_whose_every_rung_is_skipped_is_not_a_pass(venv: Venv) -> None:
+    """`--rungs nccl --cpu`: the one rung skips (no GPU), nothing was checked; the report
+    is not ok and smoke exits 5, saying so, never "passed" with nothing run."""
+    as_json = run_repro("smoke", "--python", str(venv.root), "--rungs", "nccl", "--cpu", "--json")
+    assert as_json.returncode == 5, as_json.stderr.decode()
+    report = json.loads(as_json.stdout)
+    assert report["ok"] is False
+    assert [(r["name"], r["status"]) for r in report["rungs"]] == [("nccl", "skip")]
+    table = run_repro("smoke", "--python", str(venv.root), "--rungs", "nccl", "--cpu")
+    assert table.returncode == 5
+    assert "nccl" in table.stdout.decode() and "skip" in table.stdout.decode()
+    assert "nothing was checked: every selected rung was skipped" in table.stderr.decode()
+    # one rung that runs is enough
+    python_only = run_repro("smoke", "--python", str(venv.root), "--rungs", "python,nccl", "--cpu")
+    assert python_only.returncode == 0, python_only.stderr.decode()

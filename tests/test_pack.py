@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import zipfile
@@ -523,7 +524,9 @@ def test_the_archive_does_not_depend_on_its_file_name(workspace_312: Path, tmp_p
     assert "one.tar" not in reproduce
 
 
-@pytest.mark.parametrize("name", ["x.tar.xz", "x.zip", "x.tar.bz2", "x.7z"])
+@pytest.mark.parametrize(
+    "name", ["x.tar.xz", "x.zip", "x.tar.bz2", "x.7z", "x.tar.br", "x.tar.lzo", "x.tar.Z", "x.cpio"]
+)
 def test_an_archive_suffix_repro_does_not_write_is_refused(
     workspace_312: Path, tmp_path: Path, name: str
 ) -> None:
@@ -534,6 +537,17 @@ def test_an_archive_suffix_repro_does_not_write_is_refused(
     assert ".tar, .tar.gz, .tgz, .tar.zst, .tzst" in err
     assert not (tmp_path / name).exists()
     assert proc.stdout == b""
+
+
+def test_suffixes_are_read_in_any_case_and_a_plain_dotted_name_is_a_directory(
+    workspace_312: Path, tmp_path: Path
+) -> None:
+    upper = packed_ok(str(workspace_312), "-o", f"{tmp_path}/B.TAR.GZ", "--version", "5")
+    assert upper == tmp_path / "B.TAR.GZ"
+    with tarfile.open(upper, "r:gz") as archive:  # gzip, as .tar.gz names it
+        assert "svc312-5/MANIFEST.sha256" in archive.getnames()
+    into = packed_ok(str(workspace_312), "-o", f"{tmp_path}/v1.2", "--version", "5")
+    assert into == tmp_path / "v1.2" / "svc312-5.tar"
 
 
 def test_versions_count_up_in_the_output_dir(workspace_312: Path, tmp_path: Path) -> None:

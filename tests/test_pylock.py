@@ -88,9 +88,9 @@ def _uv(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _installed_from(tmp_path: Path, *command: str) -> set[str]:
+def _installed_from(tmp_path: Path, *command: str, target_name: str = "target") -> set[str]:
     """What `uv pip COMMAND...` (sync LOCK, install -r LOCK) puts into a fresh venv."""
-    target = tmp_path / "target"
+    target = tmp_path / target_name
     run([str(UV), "venv", "-q", "-p", str(PYTHON_311), str(target)])
     python = target / "bin" / "python"
     proc = _uv("pip", *command, "--python", str(python), cache=tmp_path / "uv-cache")
@@ -141,6 +141,9 @@ def test_wheels_all_installs_offline_from_the_vault(source: Source, tmp_path: Pa
             assert (env / wheel.path).is_file()
     installed = _installed_from(tmp_path, "sync", "--offline", str(env / "pylock.toml"))
     assert installed == source.pins
+    lock_file = str(env / "pylock.toml")
+    by_install = _installed_from(tmp_path, "install", "--offline", "-r", lock_file, target_name="2")
+    assert by_install == source.pins
 
 
 def test_an_offline_auto_pack_lists_what_it_knows(source: Source, tmp_path: Path) -> None:

@@ -226,6 +226,32 @@ def test_verify_sees_a_removed_distribution_and_an_edited_unit(target: Path) -> 
     assert run_repro("verify", str(target)).returncode == 0
 
 
+def test_verify_hashes_in_parallel_with_the_same_verdict(target: Path) -> None:
+    """-j/--jobs as on the other verbs that hash: one file at a time or several, the
+    same differences; a unit replaced by a link is never taken for the file it names."""
+    unit = target / "services" / "serve.service"
+    text = unit.read_text()
+    aside = target / "serve.service.aside"
+    try:
+        unit.rename(aside)
+        unit.symlink_to(aside)
+        outcomes = [run_repro("verify", str(target), "--json", "-j", n) for n in ("1", "3")]
+        assert [p.returncode for p in outcomes] == [1, 1]
+        one, three = (json.loads(p.stdout) for p in outcomes)
+        assert one == three
+        assert {(d["what"], d["path"], d["found"]) for d in one["drift"]} == {
+            ("unit", "services/serve.service", "not a regular file")
+        }
+    finally:
+        unit.unlink(missing_ok=True)
+        if aside.exists():
+            aside.rename(unit)
+    assert unit.read_text() == text
+    refused = run_repro("verify", str(target), "-j", "0")
+    assert refused.returncode == 2
+    assert "-j" in refused.stderr.decode()
+
+
 def test_verify_of_a_directory_that_is_no_target_is_a_usage_error(tmp_path: Path) -> None:
     result = run_repro("verify", str(tmp_path))
     assert result.returncode == 2

@@ -123,7 +123,8 @@ def smoke_command(
 
     Each rung is reported on stderr as it runs; the table of results goes to stdout
     (--json: the report instead). Exit 0: every rung run passed; 1: --bundle does not
-    verify; 2: usage error or unreadable bundle; 5: a rung failed."""
+    verify; 2: usage error or unreadable bundle; 5: a rung failed, or every selected
+    rung was skipped (nothing was checked)."""
     with contextlib.ExitStack() as stack:
         bundle_dir = None
         if bundle is not None:
@@ -156,6 +157,10 @@ def smoke_command(
         echo_json(report.to_json())
     else:
         _render_table(result_console(), report)
+    if not report.ok and not quiet and all(r.status is RungStatus.SKIP for r in report.results):
+        diagnostic_console().print(
+            "smoke: nothing was checked: every selected rung was skipped", markup=False
+        )
     return EXIT_OK if report.ok else EXIT_SMOKE
 
 

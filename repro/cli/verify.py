@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from repro.cli._common import echo_json, verbosity_options
+from repro.cli._common import echo_json, jobs_option, verbosity_options
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.install.drift import target_drift
 
@@ -14,12 +14,15 @@ from repro.install.drift import target_drift
 @click.command("verify", short_help="Check an unpacked target for drift from its bundle.")
 @click.argument("target", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON.")
+@jobs_option
 @verbosity_options
-def verify_command(target: Path, as_json: bool, quiet: bool, verbose: bool) -> int:
+def verify_command(
+    target: Path, as_json: bool, jobs: int | None, quiet: bool, verbose: bool
+) -> int:
     """Check TARGET, written by `repro unpack`, against the bundle it was unpacked from:
     the installed distributions, the patched files, the restored workspace files and
     the rendered units. Exit 0 when nothing drifted, 1 when something did."""
-    drift = target_drift(target.resolve())
+    drift = target_drift(target.resolve(), jobs=jobs)
     if as_json:
         echo_json({"target": str(target), "ok": not drift, "drift": [d.to_json() for d in drift]})
     else:

@@ -8,6 +8,7 @@ and both hashes; nothing is changed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,11 @@ from packaging.utils import canonicalize_name
 
 from repro.bundle import BundleInfo, load_bundle_info
 from repro.errors import InputError
-from repro.hashing import sha256_file
+from repro.hashing import hash_files
 from repro.install.installer import compare_installed, read_installed, site_packages_of
 from repro.install.state import STATE_DIR, UnpackState, load_state
 from repro.install.workspace import venv_dir
-from repro.patchset import load_patchset
+from repro.patchset import PatchEntry, load_patchset
 from repro.snapshot.lock import read_requirements_lock
 
 KEPT_BUNDLE = "bundle"
@@ -45,10 +46,20 @@ class Drift:
         }
 
 
-def _hash_or_missing(path: Path) -> str:
-    if path.is_symlink() or not path.is_file():
-        return "missing" if not path.exists() else "not a regular file"
-    return sha256_file(path)
+def _digests(paths: Sequence[Path], jobs: int | None = None) -> list[str]:
+    """What each path is now: its sha256 (hashed `jobs` files at a time), "missing",
+    "not a regular file" (a link or a directory is never what unpack wrote), or why it
+    could not be read."""
+    regular = [path for path in paths if not path.is_symlink() and path.is_file()]
+    hashed = dict(zip(regular, hash_files(regular, jobs=jobs), strict=True))
+    out = []
+    for path in paths:
+        result = hashed.get(path)
+        if result is None:
+            out.append("missing" if not path.exists() else "not a regular file")
+        else:
+            out.append(result.digest or f"unreadable: {result.error}")
+    return out
 
 
 def kept_bundle(target: Path) -> Path:
@@ -79,20 +90,30 @@ def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]
     return out
 
 
-def patched_state(site_packages: Path, bundle: Path) -> dict[str, str]:
+def _patch_entries(bundle: Path) -> list[PatchEntry]:
+    path = bundle / "patches" / "patches.toml"
+    return list(load_patchset(path.read_bytes(), source=str(path)).entries)
+
+
+def _now(site_packages: Path, entries: Sequence[PatchEntry], jobs: int | None) -> dict[str, str]:
+    found = _digests([site_packages / e.path for e in entries], jobs)
+    return {e.path: digest for e, digest in zip(entries, found, strict=True)}
+
+
+def patched_state(site_packages: Path, bundle: Path, jobs: int | None = None) -> dict[str, str]:
     """What each patched file is now (sha256, or "missing"): recorded by the patch step,
     since a file patched through its diff differs from the bundle's patched bytes."""
-    path = bundle / "patches" / "patches.toml"
-    patchset = load_patchset(path.read_bytes(), source=str(path))
-    return {e.path: _hash_or_missing(site_packages / e.path) for e in patchset.entries}
+    return _now(site_packages, _patch_entries(bundle), jobs)
 
 
-def patch_drift(site_packages: Path, bundle: Path, recorded: dict[str, str]) -> list[Drift]:
-    path = bundle / "patches" / "patches.toml"
-    patchset = load_patchset(path.read_bytes(), source=str(path))
+def patch_drift(
+    site_packages: Path, bundle: Path, recorded: dict[str, str], jobs: int | None = None
+) -> list[Drift]:
+    entries = _patch_entries(bundle)
+    now = _now(site_packages, entries, jobs)
     out = []
-    for entry in patchset.entries:
-        found = _hash_or_missing(site_packages / entry.path)
+    for entry in entries:
+        found = now[entry.path]
         expected = recorded.get(entry.path)
         if expected is None:
             expected = "missing" if entry.kind == "deleted" else str(entry.patched_sha256)
@@ -102,19 +123,24 @@ def patch_drift(site_packages: Path, bundle: Path, recorded: dict[str, str]) -> 
     return out
 
 
-def recorded_drift(target: Path, what: str, recorded: dict[str, str]) -> list[Drift]:
+def recorded_drift(
+    target: Path, what: str, recorded: dict[str, str], jobs: int | None = None
+) -> list[Drift]:
     """Files unpack wrote and recorded (rel -> sha256) that differ now."""
+    rows = sorted(recorded.items())
+    now = _digests([target / rel for rel, _ in rows], jobs)
     out = []
-    for rel, digest in sorted(recorded.items()):
-        found = _hash_or_missing(target / rel)
+    for (rel, digest), found in zip(rows, now, strict=True):
         if found != digest:
             out.append(Drift(what, rel, digest, found))
     return out
 
 
-def target_drift(target: Path, site_packages: Path | None = None) -> list[Drift]:
+def target_drift(
+    target: Path, site_packages: Path | None = None, jobs: int | None = None
+) -> list[Drift]:
     """Every difference between TARGET and the bundle it was unpacked from, for the
-    steps unpack finished there."""
+    steps unpack finished there; `jobs` files are hashed at a time."""
     state, info = target_info(target)
     bundle = kept_bundle(target)
     drift: list[Drift] = []
@@ -126,11 +152,11 @@ def target_drift(target: Path, site_packages: Path | None = None) -> list[Drift]
             site_packages = site_packages_of(interpreter)
         if site_packages is not None:
             recorded = dict(state.facts.get("patch", {}).get("files", {}))
-            drift += patch_drift(site_packages, bundle, recorded)
+            drift += patch_drift(site_packages, bundle, recorded, jobs)
     if state.is_done("workspace"):
         files = state.facts.get("workspace", {}).get("files", {})
-        drift += recorded_drift(target, "workspace file", dict(files))
+        drift += recorded_drift(target, "workspace file", dict(files), jobs)
     if state.is_done("services"):
         units = state.facts.get("services", {}).get("rendered", {})
-        drift += recorded_drift(target, "unit", dict(units))
+        drift += recorded_drift(target, "unit", dict(units), jobs)
     return drift

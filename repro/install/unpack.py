@@ -608,7 +608,7 @@ def _install_steps(
                 "patch",
                 f"{len(result.written)} written, {len(result.deleted)} deleted, "
                 f"{len(result.skipped)} already applied, {len(result.via_diff)} through diffs",
-                files=patched_state(site, kept),
+                files=patched_state(site, kept, options.jobs),
             )
         if not run.skip_if_done("workspace"):
             planned = plan_restore(kept, info)
@@ -659,7 +659,7 @@ def _install_steps(
             summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
             run.done("models", summary)
         # Before the ladder: a rung would fail on a drifted file with a vaguer message.
-        _check_drift(run, target)
+        _check_drift(run, target, options.jobs)
         if not run.skip_if_done("smoke"):
             values = path_values(target, info, options.models)
             for line in launch_lines(info, values):
@@ -690,12 +690,12 @@ def _install_steps(
     return report
 
 
-def _check_drift(run: _Run, target: Path) -> None:
+def _check_drift(run: _Run, target: Path, jobs: int | None) -> None:
     """A rerun (some step already done): what those steps made is checked again, so a
     local edit since is reported instead of "nothing to do"."""
     if not any(step.status == "already done" for step in run.report.steps):
         return
-    drift = target_drift(target)
+    drift = target_drift(target, jobs=jobs)
     run.report.drift = drift
     if drift:
         raise VerificationError(

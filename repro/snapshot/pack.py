@@ -240,45 +240,56 @@ def next_version(directory: Path, name: str) -> str:
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst")
 
 
-# Suffixes of archives repro does not write: -o with one of them is a mistake, never
-# the name of a directory to create.
+# Suffixes of archives and compressed files repro does not write, beyond those the
+# platform's mimetypes table knows: -o with one of them is a mistake, never the name of
+# a directory to create.
 FOREIGN_ARCHIVE_SUFFIXES = (
-    ".tar.xz",
     ".txz",
-    ".tar.bz2",
     ".tbz2",
     ".tbz",
-    ".tar.lz4",
-    ".tar.lzma",
-    ".tar.lz",
-    ".zip",
-    ".7z",
-    ".rar",
-    ".gz",
-    ".zst",
-    ".xz",
-    ".bz2",
+    ".tlz",
     ".lz4",
+    ".lzma",
+    ".lz",
+    ".lzo",
+    ".zst",
+    ".br",
+    ".z",
+    ".cpio",
     ".whl",
+    ".squashfs",
 )
 
 
 def _output_is_file(options: PackOptions) -> bool:
-    """-o names a bundle file when it ends like an archive; anything else is a directory.
+    """-o names a bundle file when it ends like an archive repro writes (in any case);
+    an existing directory, or a name with no file type, is a directory to write into.
 
-    A name ending like an archive repro does not write is refused (UsageError)."""
+    A name that ends like any other archive or file type (`x.tar.xz`, `x.zip`,
+    `x.tar.br`, `x.cpio`, `x.tar.foo`) is refused (UsageError): creating a directory of
+    that name is never what was meant."""
     output = options.output
     if output is None or output.is_dir():
         return False
-    if output.name.endswith(ARCHIVE_SUFFIXES):
+    name = output.name.lower()
+    if name.endswith(ARCHIVE_SUFFIXES):
         return True
-    if output.name.lower().endswith(FOREIGN_ARCHIVE_SUFFIXES):
+    if _names_another_kind_of_file(name):
         raise UsageError(
             f"{output}: repro does not write this kind of archive (-o)",
             hint=f"name the bundle with one of {', '.join(ARCHIVE_SUFFIXES)}, "
-            "or give a directory to write it into",
+            "or give an existing directory to write it into",
         )
     return False
+
+
+def _names_another_kind_of_file(name: str) -> bool:
+    import mimetypes
+
+    if name.endswith(FOREIGN_ARCHIVE_SUFFIXES) or ".tar." in name:
+        return True
+    kind, encoding = mimetypes.guess_type(name, strict=False)
+    return kind is not None or encoding is not None
 
 
 def _output_dir(options: PackOptions) -> Path:
@@ -293,7 +304,7 @@ def _compression(options: PackOptions) -> Compression:
     if options.compression is not None:
         return options.compression
     if options.output is not None and _output_is_file(options):
-        name = options.output.name
+        name = options.output.name.lower()
         if name.endswith((".tar.gz", ".tgz")):
             return "gz"
         if name.endswith((".tar.zst", ".tzst")):
