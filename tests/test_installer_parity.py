@@ -179,3 +179,16 @@ def test_the_callers_uv_cache_is_used_and_an_index_redirect_is_not(
     result = unpack(incomplete.all_wheels, tmp_path / "t", *args, env=env)
     assert result.returncode == 0, result.stderr.decode()
     assert any(path.is_file() for path in cache.rglob("*")), "uv did not use UV_CACHE_DIR"
+
+
+def test_the_callers_xdg_cache_home_reaches_uv(
+    incomplete: IncompleteBundles, tmp_path: Path
+) -> None:
+    """Without UV_CACHE_DIR, uv caches under XDG_CACHE_HOME/uv: the caller's setting is
+    kept, not dropped with the variables that redirect where packages come from."""
+    xdg = tmp_path / "xdg"
+    env = {**NO_NETWORK, "UV_CACHE_DIR": None, "XDG_CACHE_HOME": str(xdg)}
+    args = ["--cpu", "--no-smoke", "--json", "--installer", "uv", "--offline"]
+    result = unpack(incomplete.all_wheels, tmp_path / "t", *args, env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    assert any(p.is_file() for p in (xdg / "uv").rglob("*")), "uv did not use XDG_CACHE_HOME"
