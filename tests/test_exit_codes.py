@@ -210,7 +210,7 @@ CASES: list[tuple[str, tuple[str, ...], int]] = [
             "--no-smoke",
             "--python",
             "{empty_venv}",
-        ),  # fmt: skip
+        ),
         OK,
     ),
     ("unpack-bad-option", ("unpack", "{good}", "--installer", "conda"), USAGE),
