@@ -2,7 +2,8 @@
 
 The rules both sides follow are in docs/bundle-format.md. In short: one top-level
 directory; members in canonical order (sorted by path components compared as UTF-8
-bytes, parents before children, `MANIFEST.sha256` and its `.sig` last); PAX format,
+bytes, parents before children, `env/sbom.cdx.json` after them and `MANIFEST.sha256`
+and its `.sig` last); PAX format,
 fixed mtime, uid/gid 0, no user names, modes 0644/0755; gzip and zstd by content.
 
 The reader never trusts `tarfile`'s extraction filters alone (some Python 3.10/3.11
@@ -45,6 +46,9 @@ Compression = Literal["none", "gz", "zst"]
 Kind = Literal["file", "dir"]
 
 MANIFEST_NAMES = ("MANIFEST.sha256", "MANIFEST.sha256.sig")
+# Members made from the digests of every other member (the SBOM): written after them,
+# before the manifest, so that they can describe the rest without describing themselves.
+TRAILING_MEMBERS = ("env/sbom.cdx.json",)
 FILE_MODE = 0o644
 EXEC_MODE = 0o755
 DIR_MODE = 0o755
@@ -84,8 +88,9 @@ def detect_compression(head: bytes, *, source: str = "<stream>") -> Compression:
     )
 
 
-def _sort_key(rel: str) -> tuple[bool, tuple[bytes, ...]]:
-    return rel in MANIFEST_NAMES, tuple(part.encode("utf-8") for part in rel.split("/"))
+def _sort_key(rel: str) -> tuple[int, tuple[bytes, ...]]:
+    rank = 2 if rel in MANIFEST_NAMES else 1 if rel in TRAILING_MEMBERS else 0
+    return rank, tuple(part.encode("utf-8") for part in rel.split("/"))
 
 
 def _import_zstandard() -> Any:
@@ -101,8 +106,9 @@ def _import_zstandard() -> Any:
 # --- writer --------------------------------------------------------------------------
 
 
-def member_order(rel: str) -> tuple[bool, tuple[bytes, ...]]:
-    """The canonical order of members: by path components, the manifest last."""
+def member_order(rel: str) -> tuple[int, tuple[bytes, ...]]:
+    """The canonical order of members: by path components, then the members made from
+    all the others (the SBOM), the manifest last."""
     return _sort_key(rel)
 
 
@@ -166,7 +172,7 @@ class DeterministicTarWriter:
         else:
             raise UsageError(f"unknown compression {compression!r}; use none, gz or zst")
         self._written = 0
-        self._last: tuple[bool, tuple[bytes, ...]] | None = None
+        self._last: tuple[int, tuple[bytes, ...]] | None = None
         self._kinds: dict[str, Kind] = {}
         self._folded: dict[str, str] = {}
         self._digests: dict[str, str] = {}
@@ -458,8 +464,8 @@ class DeterministicTarWriter:
         if self._last is not None and first <= self._last:
             raise InputError(
                 f"cannot add {rel!r} to archive {self._top}: out of canonical order",
-                hint="add members sorted by path components (UTF-8 bytes), "
-                "MANIFEST.sha256 and MANIFEST.sha256.sig last",
+                hint="add members sorted by path components (UTF-8 bytes), then "
+                f"{', '.join(TRAILING_MEMBERS)}, MANIFEST.sha256 and MANIFEST.sha256.sig last",
             )
         for name in [*parents, rel]:
             other = self._folded.get(name.casefold())

@@ -572,8 +572,8 @@ def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path:
 
 def fake_nvidia_smi(directory: Path, capability: str | None, driver_cuda: str) -> dict[str, str]:
     """TEST DOUBLE of nvidia-smi (no GPU on this machine): one GPU of `capability`, a
-    driver that supports CUDA `driver_cuda`; with capability None, the real tool's
-    answer on a box without GPUs."""
+    driver that supports CUDA `driver_cuda` (answering the preflight's query and pack's
+    probe's); with capability None, the real tool's answer on a box without GPUs."""
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / "nvidia-smi"
     if capability is None:
@@ -581,8 +581,11 @@ def fake_nvidia_smi(directory: Path, capability: str | None, driver_cuda: str) -
     else:
         body = (
             'case "$1" in\n'
-            "  --query-gpu=*) echo "
+            "  --query-gpu=index,*) echo "
             f'"0, NVIDIA Test Double GPU, {capability}, 580.65.06, 97871" ;;\n'
+            # pack's probe: name,compute_cap,driver_version,memory.total
+            "  --query-gpu=*) echo "
+            f'"NVIDIA Test Double GPU, {capability}, 580.65.06, 97871 MiB" ;;\n'
             "  *) echo '| NVIDIA-SMI 580.65.06   Driver Version: 580.65.06   "
             f"CUDA Version: {driver_cuda}     |' ;;\n"
             "esac\n"

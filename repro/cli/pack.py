@@ -94,6 +94,11 @@ Exit codes:
     "torch.cuda.get_arch_list()); default: read them from installed files, import nothing "
     "(repro.toml [env] import_modules).",
 )
+@click.option(
+    "--sbom",
+    is_flag=True,
+    help="Write a CycloneDX SBOM of the bundle into it as env/sbom.cdx.json (`repro sbom`).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @verbosity_options
 def pack_command(
@@ -112,6 +117,7 @@ def pack_command(
     rehash: bool,
     sign: Path | None,
     import_modules: bool | None,
+    sbom: bool,
     as_json: bool,
     quiet: bool,
     verbose: bool,
@@ -143,6 +149,7 @@ def pack_command(
         rehash=rehash,
         sign=sign,
         import_modules=import_modules,
+        sbom=sbom,
     )
 
     def progress(message: str) -> None:

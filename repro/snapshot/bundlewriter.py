@@ -58,7 +58,16 @@ class Reserved:
     placeholder: bytes
 
 
-Content = Path | bytes | Streamed | Reserved
+@dataclass(frozen=True)
+class Generated:
+    """A member made from all the others once they are written (the SBOM, a trailing
+    member in canonical order): `render` gets the sha256 of every member written and
+    the final bytes of the reserved ones."""
+
+    render: Callable[[Mapping[str, str], Mapping[str, bytes]], bytes]
+
+
+Content = Path | bytes | Streamed | Reserved | Generated
 # placeholder -> the sha256 taken while writing; returns the final bytes of each Reserved
 Fill = Callable[[Mapping[str, str]], Mapping[str, bytes]]
 
@@ -200,8 +209,12 @@ def stream_members(
         taken: dict[str, str] = {}
         target = writer.hole_target()
         holes: list[Hole] = []
+        generated: list[tuple[str, Generated]] = []
         for rel in sorted(members.items, key=member_order):
             content = members.items[rel]
+            if isinstance(content, Generated):
+                generated.append((rel, content))
+                continue  # made from the others' digests once they are all written
             executable = rel in members.executable
             if isinstance(content, Path):
                 writer.add_file(rel, content, executable=executable or None)
@@ -243,9 +256,15 @@ def stream_members(
                         advance(content.size)
             except OSError as exc:
                 raise InputError(f"cannot write archive {top}: {exc.strerror or exc}") from exc
+        filled_in: Mapping[str, bytes] = {}
         if fill is not None:
-            for rel, data in fill(taken).items():
+            filled_in = fill(taken)
+            for rel, data in filled_in.items():
                 writer.fill(rel, data)
+        for rel, content in generated:
+            data = content.render(writer.digests, filled_in)
+            writer.add_bytes(rel, data, executable=rel in members.executable)
+            advance(len(data))
         manifest = format_manifest(writer.digests.items())
         writer.add_bytes(MANIFEST_NAME, manifest)
         advance(len(manifest))
@@ -263,6 +282,8 @@ def _size(content: Content) -> int:
         return content.size
     if isinstance(content, Reserved):
         return len(content.placeholder)
+    if isinstance(content, Generated):
+        return 0  # counted once made, as the manifest is
     return len(content)
 
 

@@ -304,6 +304,12 @@ def read_requirements_lock(path: Path) -> LockFile:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
+    return parse_requirements_lock(text, source=str(path))
+
+
+def parse_requirements_lock(text: str, *, source: str) -> LockFile:
+    """Parse the text of a requirements.lock; `source` names it in errors."""
+    path = source
     index_url: str | None = None
     extras: list[str] = []
     links: list[str] = []

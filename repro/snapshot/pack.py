@@ -52,6 +52,7 @@ from repro.servecmd import DEFAULT_PORTS
 from repro.signing import find_ssh_keygen
 from repro.snapshot import services as unit_capture
 from repro.snapshot.bundlewriter import (
+    Generated,
     Members,
     Reserved,
     Streamed,
@@ -135,6 +136,7 @@ class PackOptions:
     # import torch & co. in the target (runtime facts, devices); None: repro.toml's
     # [env] import_modules, default False: read the key modules from their files
     import_modules: bool | None = None
+    sbom: bool = False  # a CycloneDX SBOM of the bundle as env/sbom.cdx.json
 
 
 @dataclass(frozen=True)
@@ -913,6 +915,9 @@ def _pack(
             _pack_report(scan, sorted(set(warnings)), unmet, left_out),
         )
 
+        if options.sbom:
+            _add_sbom(members)
+
         # The scan's results left (files no rebuilt wheel holds) go before the writing.
         scan = replace(scan, digests={})
 
@@ -953,6 +958,19 @@ def _pack(
         left_out=tuple(item.describe() for item in left_out),
         unmet_requirements=unmet,
     )
+
+
+def _add_sbom(members: Members) -> None:
+    """env/sbom.cdx.json, made once every other member is written: from their bytes (the
+    lock files' as filled in) and digests, as `repro sbom` makes it from the bundle."""
+    from repro.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
+
+    written = {rel: c for rel, c in members.items.items() if isinstance(c, bytes)}
+
+    def render(digests: Mapping[str, str], filled: Mapping[str, bytes]) -> bytes:
+        return render_sbom({**written, **filled}, digests)
+
+    members.add(SBOM_MEMBER, Generated(render))
 
 
 def venv_place(source: Path, prefix: Path) -> str:
