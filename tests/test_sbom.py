@@ -142,12 +142,13 @@ def test_patched_files_are_the_pedigree_of_their_component(packs: tuple[Packed, 
 def test_source_gpu_driver_and_cuda_are_metadata_properties(packs: tuple[Packed, ...]) -> None:
     packed = packs[0]
     properties = {p["name"]: p["value"] for p in packed.sbom["metadata"]["properties"]}
-    # (memory: the probe asks nvidia-smi without nounits; pack records 0 MiB today)
-    assert properties["repro:gpu"].startswith("NVIDIA Test Double GPU (sm 9.0, ")
+    # nvidia-smi's "97871 MiB" (the probe asks with units) is 97871 MiB, not 0
+    assert properties["repro:gpu"] == "NVIDIA Test Double GPU (sm 9.0, 97871 MiB)"
     assert properties["repro:driver"] == "580.65.06"
     assert properties["repro:cuda-driver"] == "13.0"
     assert properties["repro:python"].startswith("3.11.")
     info = _toml.loads((packed.tree / "bundle.toml").read_text())
+    assert [g["memory_mib"] for g in info["source"]["gpus"]] == [97871], info["source"]
     assert packed.sbom["metadata"]["timestamp"].startswith(info["created"].rstrip("Z"))
 
 

@@ -449,6 +449,13 @@ def _launch_secret_warnings(config: Config) -> list[str]:
     ]
 
 
+def _mebibytes(memory_total: str | None) -> int:
+    """nvidia-smi's memory.total as MiB: "97871 MiB" (csv with units, as the probe asks
+    it) or a bare "97871"; 0 when it says nothing usable ("[N/A]")."""
+    number, _, unit = (memory_total or "").strip().partition(" ")
+    return int(number) if number.isdigit() and unit in ("", "MiB") else 0
+
+
 def source_info(facts: EnvironmentFacts) -> SourceInfo:
     torch = next((m for m in facts.modules if m.module == "torch"), None)
     torch_facts = torch.torch if torch else None
@@ -456,7 +463,7 @@ def source_info(facts: EnvironmentFacts) -> SourceInfo:
         Gpu(
             name=gpu.name,
             compute_capability=gpu.compute_cap or "",
-            memory_mib=int(gpu.memory_total or 0) if (gpu.memory_total or "").isdigit() else 0,
+            memory_mib=_mebibytes(gpu.memory_total),
         )
         for gpu in facts.nvidia_smi.gpus
     )
