@@ -60,6 +60,10 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     data = site / "demo_wheel" / "data.txt"
     data.unlink()
     data.symlink_to(outside / "secret.txt")
+    # and a hand patch of the same distribution: with no pristine copy at hand, its
+    # rebuilt wheel carries the installed (patched) files, never what the link names
+    init = site / "demo_wheel" / "__init__.py"
+    init.write_bytes(init.read_bytes() + b"\n# hand patch\n")
     # a RECORD-listed file replaced by a link out, an added link out, an added link
     # that stays in the venv, a FIFO listed in RECORD and an added FIFO
     package_data = site / "idna" / "package_data.py"
@@ -138,7 +142,13 @@ def test_no_byte_from_outside_enters_the_bundle(packed: Packed, hostile: Hostile
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
                 assert hostile.secret not in archive.read(name), f"{wheel.name}: {name}"
-    assert any((packed.tree / "env" / "wheels").glob("repro_demo_wheel-*.whl"))
+    (demo,) = (packed.tree / "env" / "wheels").glob("repro_demo_wheel-*.whl")
+    with zipfile.ZipFile(demo) as archive:  # rebuilt: the patched file in, the link out
+        assert archive.read("demo_wheel/__init__.py").endswith(b"# hand patch\n")
+        assert "demo_wheel/data.txt" not in archive.namelist()
+        assert "demo_wheel/data.txt" not in archive.read(
+            "repro_demo_wheel-1.0+local.dist-info/RECORD"
+        ).decode()
     holding = [
         rel
         for rel in sorted(_members(packed.tree))

@@ -50,6 +50,7 @@ from repro.snapshot.installed import (
     read_record,
 )
 from repro.snapshot.record import RecordEntry, join_record_path
+from repro.snapshot.scan import link_outside
 from repro.snapshot.zipstream import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
@@ -443,7 +444,7 @@ def plan_wheel(
                 consumed.pop(member.key, None)
             item = found
         planned.append(item)
-    overrides = _resolve_bad(bad, pristine, name, dist.dist_info)
+    overrides = _resolve_bad(bad, pristine, name, dist.dist_info, str(layout.scheme.data))
     replaced = [_override_member(members[a], d, layout) for a, d in overrides.items() if d]
     if replaced:
         planned = sorted(
@@ -512,17 +513,26 @@ def _has_shebang(path: Path) -> bool:
 
 
 def _resolve_bad(
-    bad: Sequence[_Member], pristine: PristineSource | None, name: str, dist_info: Path
+    bad: Sequence[_Member],
+    pristine: PristineSource | None,
+    name: str,
+    dist_info: Path,
+    venv: str,
 ) -> dict[str, bytes | None]:
     """Content for each member that does not match RECORD: pristine bytes that verify,
     or (CarryPatched) the installed bytes, None for a deleted file the wheel then leaves
-    out; PatchedFilesError for the rest."""
+    out; PatchedFilesError for the rest.
+
+    A file replaced by a link out of the venv, a FIFO or a device is never read: with no
+    pristine copy the wheel leaves it out (the scan names it among its skipped files)."""
     overrides: dict[str, bytes | None] = {}
     unresolved: list[str] = []
     for member in bad:
         content = pristine(member.record.path) if pristine is not None else None
         if content is not None and hashlib.sha256(content).hexdigest() == member.record.sha256:
             overrides[member.arcname] = content
+        elif link_outside(str(member.source), venv) is not None:
+            overrides[member.arcname] = None
         elif isinstance(pristine, CarryPatched) and member.source.is_file():
             overrides[member.arcname] = member.source.read_bytes()
             pristine.carried.append(member.record.path)
