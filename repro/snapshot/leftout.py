@@ -85,8 +85,7 @@ def split_secrets(
         refused.append(
             LeftOut(
                 path.relative_to(source).as_posix(),
-                f"looks like a credential ({why}): never carried; put it on the target "
-                "yourself",
+                f"looks like a credential ({why}): never carried; put it on the target yourself",
                 "secret",
             )
         )
