@@ -16,7 +16,8 @@ fresh machine (DESIGN.md, principle 8). A box here shares only the host's /usr a
 - uv is at /usr/local/bin/uv only when asked for; repro is nowhere.
 
 The host directory `root` is /box inside, writable; everything else the box sees is
-read-only or its own tmpfs.
+read-only or its own tmpfs. `unit_paths` lists what a rendered unit names, for a test
+to check that each path exists in the box.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from repro.unitexec import PREFIX_CHARS, service_settings, split_words
 
 BWRAP = "/usr/bin/bwrap"
 INNER_ROOT = "/box"
@@ -206,3 +209,43 @@ def fresh_box(
         "USER": "root",
     }
     return FreshBox(root=root, python=inner_python, argv_prefix=tuple(argv), base_env=env)
+
+
+# systemd.service(5): the settings whose value is a command line
+EXEC_SETTINGS = frozenset(
+    {
+        "ExecCondition",
+        "ExecStartPre",
+        "ExecStart",
+        "ExecStartPost",
+        "ExecReload",
+        "ExecStop",
+        "ExecStopPost",
+    }
+)
+
+
+def unit_paths(unit_text: str) -> list[str]:
+    """Every absolute path a unit's [Service] section names, in order, read with repro's
+    own unit parsing (repro.unitexec: continuation lines, quotes and escapes): each word
+    of every Exec*= command line, the first word of each `;`-separated command without
+    systemd's `-@:+!` prefixes, and the value of each `--flag=/path` word;
+    WorkingDirectory= and EnvironmentFile= without their `-` prefix. (A `-`
+    EnvironmentFile= may be missing for systemd; those repro writes, the credentials
+    drop-in and the captured files, are always rendered, so a test may require them.)"""
+    paths: list[str] = []
+    for key, value in service_settings(unit_text):
+        if key in ("WorkingDirectory", "EnvironmentFile"):
+            paths.append(value.removeprefix("-"))
+        elif key in EXEC_SETTINGS:
+            first = True
+            for word in split_words(value):
+                if word.text == ";" and not word.quoted:
+                    first = True
+                    continue
+                text = word.text.lstrip(PREFIX_CHARS) if first else word.text
+                first = False
+                if text.startswith("-") and "=" in text:
+                    text = text.partition("=")[2]
+                paths.append(text)
+    return [path for path in paths if path.startswith("/")]

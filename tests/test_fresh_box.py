@@ -30,9 +30,10 @@ from typing import Any
 import pytest
 
 from repro._toml import loads as toml_loads
+from repro.unitexec import parse_service
 from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.conftest import run_repro
-from tests.freshbox import FreshBox, fresh_box
+from tests.freshbox import FreshBox, fresh_box, unit_paths
 from tests.snapshot.conftest import PYTHON_312, make_venv, pip
 from tests.test_ladder_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
 
@@ -42,6 +43,7 @@ SGLANG = "sglang==0.5.23"
 EDITED = ("sglang/__init__.py", "sglang/version.py", "sglang/launch_server.py")
 ADDED = ("sglang/dflash_patch.py", "sglang/srt/dflash_spec.py", "sglang/dflash_bench.py")
 RESULTS = 7
+HF_TOKEN = "hf_freshBoxPlantedCredential0123456789"  # taken out of the unit at pack time
 LIST_INSTALLED = (
     "import json, importlib.metadata as m; "
     "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
@@ -66,6 +68,7 @@ After=network-online.target
 [Service]
 WorkingDirectory={ws}
 Environment=SGLANG_LOG_LEVEL=info
+Environment=HF_TOKEN={HF_TOKEN}
 ExecStart={venv}/bin/python -m sglang.launch_server \\
     --model-path {ws}/drafter --speculative-draft-model-path {ws}/drafter \\
     --host 127.0.0.1 --port 30000
@@ -79,8 +82,11 @@ Description=benchmark harness
 
 [Service]
 Type=oneshot
-WorkingDirectory={ws}/bench
+WorkingDirectory=-{ws}/bench
+EnvironmentFile={ws}/bench/bench.env
+ExecStartPre=-{ws}/bench/run.sh --dry-run --out={ws}/results
 ExecStart={ws}/bench/run.sh {ws}/results
+ExecStartPost=+@{venv}/bin/python bench-harness {ws}/bench/harness.py --results={ws}/results
 """,
         "bench.timer": """[Unit]
 Description=nightly benchmark
@@ -139,6 +145,7 @@ def dflash(tmp_path_factory: pytest.TempPathFactory) -> Source:
     (ws / "bench" / "run.sh").write_text('#!/bin/sh\necho "bench into $1"\n')
     (ws / "bench" / "run.sh").chmod(0o755)
     (ws / "bench" / "harness.py").write_text("print('harness')\n")
+    (ws / "bench" / "bench.env").write_text("BENCH_ROUNDS=3\n")
     (ws / "results").mkdir()
     for index in range(RESULTS):
         (ws / "results" / f"run-{index}.json").write_text(json.dumps({"tok_s": 100 + index}))
@@ -162,36 +169,42 @@ def _report(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return document
 
 
-def _unit_paths(unit_text: str) -> list[str]:
-    """The absolute paths a unit's WorkingDirectory= and ExecStart= name."""
-    joined = unit_text.replace("\\\n", " ")
-    paths = []
-    for line in joined.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "WorkingDirectory":
-            paths.append(value.strip())
-        elif key.strip() == "ExecStart":
-            paths += [word for word in shlex.split(value) if word.startswith("/")]
-    return paths
-
-
 def exists_in(box: FreshBox, path: str) -> bool:
     """Whether `path` exists as seen from inside the box."""
     return box.run(["test", "-e", path]).returncode == 0
+
+
+def assert_unit_paths(box: FreshBox, unit: Path, roots: tuple[str, ...]) -> str:
+    """Every path the rendered unit names (tests/freshbox.py: unit_paths) exists inside
+    the box and lies under one of `roots`; no variable is left unfilled. Returns its text."""
+    text = unit.read_text()
+    assert "${REPRO_" not in text, unit.name
+    paths = unit_paths(text)
+    assert paths or "[Service]" not in text, unit.name  # a timer names none
+    for path in paths:
+        assert any(path == root or path.startswith(root + "/") for root in roots), (unit, path)
+        assert exists_in(box, path), (unit.name, path)
+    return text
 
 
 def assert_deployment(box: FreshBox, target: str, source: Source) -> dict[str, str]:
     """The target inside the box is the workspace again; returns its installed set."""
     host = box.host(target)
     assert not Path(str(source.workspace)).is_relative_to(box.root)
-    services = sorted((host / "services").iterdir())
+    services = sorted(p for p in (host / "services").iterdir() if p.is_file())
     assert [p.name for p in services] == sorted(_units(source.workspace, source.venv))
     for unit in services:
-        text = unit.read_text()
+        text = assert_unit_paths(box, unit, (target,))
         assert str(source.workspace) not in text, unit.name
-        for path in _unit_paths(text):
-            assert path.startswith(target), (unit.name, path)
-            assert exists_in(box, path), (unit.name, path)
+        assert HF_TOKEN not in text, unit.name
+    # the environment files the units read: the credentials drop-in ('-': optional for
+    # systemd, always rendered by unpack) and the captured bench.env
+    for rel in ("sglang.service.d/repro-secrets.env", "bench.service.d/bench.env"):
+        assert (host / "services" / rel).is_file(), rel
+    assert (
+        "EnvironmentFile=-" + target + "/services/sglang.service.d/repro-secrets.env"
+        in (host / "services" / "sglang.service").read_text()
+    )
     for rel in (
         "drafter/config.json",
         "drafter/README.md",
@@ -392,6 +405,11 @@ def vllm_source(tmp_path_factory: pytest.TempPathFactory) -> VllmSource:
     return VllmSource(ws, models, bundle)
 
 
+# The suite's 900 s covers fixtures too: here the first use may build the vLLM venv
+# (12 min on a loaded 2-core box) and pack it (5 min), then bootstrap, unpack and the
+# server rung take 10 min more; the run's own limits (pack 1800 s, box 2400 s) are the
+# bounds that matter.
+@pytest.mark.timeout(3600)
 @pytest.mark.engine
 def test_vllm_cpu_server_rung_from_the_unit_on_a_bare_debian_box(
     vllm_source: VllmSource, tmp_path: Path
@@ -420,16 +438,23 @@ def test_vllm_cpu_server_rung_from_the_unit_on_a_bare_debian_box(
         timeout=2400,
     )
     report = _report(result)
-    unit = box.host("/box/srv/vllm/services/vllm.service").read_text()
+    unit_file = box.host("/box/srv/vllm/services/vllm.service")
+    unit = assert_unit_paths(box, unit_file, ("/box/srv/vllm", "/models"))
     assert str(vllm_source.workspace) not in unit and str(vllm_source.models) not in unit
-    for path in _unit_paths(unit):
-        assert exists_in(box, path), path
     assert "--model /models/tiny-llama" in unit.replace("\\\n", " ")
     model = next(m for m in report["models"] if m["name"] == "tiny-llama")
     assert model["status"] == "found", model
     rungs = {r["name"]: r for r in report["smoke"]["ladder"]["rungs"]}
     server = rungs["server"]
     assert server["status"] == "pass", server["summary"] + "\n" + "\n".join(server["output_tail"])
+    # launched from the unit: the rung names it, and ran its rendered ExecStart= in its
+    # WorkingDirectory= (no repro.toml [launch] here, no --launch)
+    rendered = parse_service(unit, unit="vllm.service")
+    assert server["facts"]["unit"] == "vllm.service"
+    assert server["facts"]["launch"] == "vllm"
+    assert tuple(server["facts"]["argv"]) == rendered.argv
+    assert rendered.argv[0] == "/box/srv/vllm/venv/bin/python"
+    assert server["facts"]["cwd"] == rendered.working_directory == "/box/srv/vllm"
     assert server["facts"]["tokens"] > 0
     assert server["facts"]["tokens_per_s"] > 0
     assert rungs["engine"]["status"] == "pass"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.freshbox import BoxPython, FreshBox, bwrap_available, fresh_box
+from tests.freshbox import BoxPython, FreshBox, bwrap_available, fresh_box, unit_paths
 
 CONNECT = """
 import socket, sys
@@ -121,3 +121,42 @@ def test_uv_is_there_when_asked_for_and_binds_are_read_only(tmp_path: Path) -> N
     assert _ok(box, "cat /opt/extra/note.txt") == "bound\n"
     assert box.run("echo x > /opt/extra/note.txt", timeout=60).returncode != 0
     assert (extra / "note.txt").read_text() == "bound\n"
+
+
+UNIT_NAMING_PATHS = r"""[Unit]
+Description=every place a unit names a path
+ConditionPathExists=/t/unit-section
+[Service]
+WorkingDirectory=-/t/work
+EnvironmentFile=/t/env/serving.env
+EnvironmentFile=-/t/services/llm.service.d/repro-secrets.env
+Environment=CACHE=/t/environment-value
+ExecStartPre=-/t/bench/prepare.sh --out=/t/results relative/path
+ExecStart=@/t/venv/bin/python llm -m sglang.launch_server \
+    --model-path /t/drafter --port 30000 ; +/t/bin/second "/t/quoted dir"
+ExecStartPost=!!/t/bin/post /t/with\x20space
+ExecReload=:/t/bin/reload
+ExecStop=-+/t/bin/stop --pid-file=/t/run/llm.pid
+ExecStopPost=
+ExecCondition=/t/bin/ready
+"""
+
+
+def test_unit_paths_takes_every_path_a_unit_names() -> None:
+    assert unit_paths(UNIT_NAMING_PATHS) == [
+        "/t/work",
+        "/t/env/serving.env",
+        "/t/services/llm.service.d/repro-secrets.env",
+        "/t/bench/prepare.sh",
+        "/t/results",
+        "/t/venv/bin/python",
+        "/t/drafter",
+        "/t/bin/second",
+        "/t/quoted dir",
+        "/t/bin/post",
+        "/t/with space",
+        "/t/bin/reload",
+        "/t/bin/stop",
+        "/t/run/llm.pid",
+        "/t/bin/ready",
+    ]

@@ -102,6 +102,8 @@ def test_the_server_rung_runs_a_units_launch_at_the_targets_paths(tmp_path: Path
     server = report.result("server")
     assert server.status is RungStatus.PASS, server
     assert server.facts["text"] == "Bonjour from the unit"  # the unit's Environment=
+    assert server.facts["unit"] == "fake-engine.service"  # where the launch came from
+    assert server.facts["launch"] == "fake-engine"
     pids = read_pids(target / "pids.json")  # written in the unit's WorkingDirectory=
     assert group_alive(pids["pgid"]) == []
 

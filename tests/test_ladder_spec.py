@@ -148,7 +148,7 @@ def test_missing_bundle_toml(tmp_path: Path) -> None:
 
 def test_launch_from_command_finds_the_port() -> None:
     launch = launch_from_command("python -m sglang.launch_server --port=31000", None, None)
-    assert (launch.port, launch.engine) == (31000, "sglang")
+    assert (launch.port, launch.engine, launch.unit) == (31000, "sglang", None)
     launch = launch_from_command("python -m vllm.entrypoints.openai.api_server", 8001, None)
     assert (launch.port, launch.engine) == (8001, "vllm")
     with pytest.raises(InputError, match="cannot tell the port"):
@@ -162,7 +162,7 @@ def test_launch_from_unit(tmp_path: Path) -> None:
         "--model-path /m --port 30000\nRestart=always\n"
     )
     launch = launch_from_unit(unit, None, None)
-    assert launch.name == "llm"
+    assert (launch.name, launch.unit) == ("llm", "llm.service")
     assert launch.argv == (
         "/opt/venv/bin/python",
         "-m",

@@ -184,3 +184,40 @@ def test_escaped_manifest_names_are_checked_by_pythons_hashlib(
     assert proc.returncode == 1
     assert "bundle.toml: FAILED (its sha256 is not the manifest's)" in proc.stderr
     assert not box.host(TOOL_HOME).exists() and not box.host("/box/app").exists()
+
+
+def test_offline_on_a_python_the_tool_wheels_do_not_cover_says_what_to_do(tmp_path: Path) -> None:
+    """A 3.12 bundle packed offline on 3.11 with a cold cache carries only cp311 tool
+    wheels; on a box whose only Python is 3.12, setup_env.sh --offline cannot install
+    repro: exit 3, naming the Python and what to do, and nothing left behind."""
+    from tests.bootbundles import member_names, read_member
+
+    workspace = make_workspace(tmp_path / "src", PYTHON_312)
+    packed = pack_workspace(workspace, tmp_path / "out", cache=tmp_path / "cold", download=False)
+    assert packed.path is not None
+    wheels = [n for n in member_names(packed.path) if n.startswith(f"{TOP}/tool/wheels/")]
+    assert any("-cp311-" in w for w in wheels) and not any("-cp312-" in w for w in wheels)
+    assert 'wheel_pythons="3.11"' in read_member(packed.path, f"{TOP}/setup_env.sh").decode()
+    box = _box_with(packed.path, tmp_path, "3.12")
+    before = box.run(LISTING, timeout=60).stdout
+    code, output = _setup_env(box, *UNPACK)
+    assert code == 3, output
+    assert (
+        "the wheels under tool/wheels cover Python 3.11; "
+        "/usr/local/bin/python3.12 is Python 3.12" in output
+    )
+    assert "cannot bootstrap repro on Python 3.12 offline: not trying the network" in output
+    assert "run this with Python 3.11 (REPRO_BOOTSTRAP_PYTHON=/path/to/python)" in output
+    assert "or without --offline to download what Python 3.12 lacks" in output
+    assert f"removed {TOOL_HOME}/tool-0.1.0-py3.12 (made by this run)" in output
+    assert box.run(LISTING, timeout=60).stdout == before
+    assert not box.host(f"{TOOL_HOME}/tool-0.1.0-py3.12").exists()
+    assert not box.host("/box/app").exists()
+    # without --offline it tries the network, which the box does not have: the same end
+    online = [arg for arg in UNPACK if arg != "--offline"]
+    code, output = _setup_env(box, *online)
+    assert code == 3, output
+    assert "trying the network for what is missing" in output
+    assert "cannot install repro 0.1.0 on Python 3.12, from tool/wheels nor the network" in output
+    assert not box.host(f"{TOOL_HOME}/tool-0.1.0-py3.12").exists()
+    assert not box.host("/box/app").exists()

@@ -13,10 +13,12 @@ import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from repro._toml import loads as toml_loads
+from repro.snapshot.leftout import MAX_CARRIED_FILE
 from tests._venvs import find_python
 from tests.conftest import run_repro, unpacked_venv
 from tests.test_unpack import build_workspace, site_packages
@@ -116,7 +118,10 @@ def test_pack_says_what_it_left_out_and_why(packed: Packed) -> None:
     assert "left out: data/: a directory no rule selects" in packed.stderr
     assert "left out: drafter/: 1 weight file(s) of model 'drafter'" in packed.stderr
     report = json.loads(member(packed.bundle, "env/pack-report.json"))
-    assert {item["path"] for item in report["left_out"]} == {"data/", "drafter/"}
+    assert {(item["path"], item["kind"]) for item in report["left_out"]} == {
+        ("data/", "unselected"),
+        ("drafter/", "weights"),
+    }
 
 
 def test_bundle_does_not_depend_on_the_directory_pack_ran_in(
@@ -124,6 +129,92 @@ def test_bundle_does_not_depend_on_the_directory_pack_ran_in(
 ) -> None:
     again = pack_from(packed.workspace, packed.workspace, tmp_path / "dflash-1.tar")
     assert again.bundle.read_bytes() == packed.bundle.read_bytes()
+
+
+# --- one rule with and without repro.toml: credentials and size ----------------------
+
+TOKEN = "hf_leftOutTestPlantedSecret0123456789abcd"
+CREDENTIALS = {
+    "bench/hf_token.txt": ("its name", f"{TOKEN}\n"),
+    "credentials.json": ("its name", '{"user": "me"}\n'),
+    "reports/deploy-notes.md": ("assigns HF_TOKEN", f"# deploy\nHF_TOKEN={TOKEN}\n"),
+}
+HUGE = "results/huge.bin"
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """One workspace holding credential files and an oversized result, packed without
+    repro.toml and then with the one `repro init` writes for it."""
+
+    without: Packed
+    with_init: Packed
+
+
+def _report_of(bundle: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(member(bundle, "env/pack-report.json"))
+    return report
+
+
+def _carried(bundle: Path) -> set[str]:
+    with tarfile.open(bundle) as archive:
+        return {
+            name
+            for name in archive.getnames()
+            if name.startswith(("dflash-1/files/", "dflash-1/models/", "dflash-1/services/"))
+        }
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Guarded:
+    root = tmp_path_factory.mktemp("guarded")
+    workspace = make_workspace(root)
+    for rel, (_, text) in CREDENTIALS.items():
+        (workspace / rel).write_text(text)
+    with (workspace / HUGE).open("wb") as stream:
+        stream.truncate(MAX_CARRIED_FILE + 1)  # sparse: no disk used
+    without = pack_from(workspace, workspace, root / "without" / "dflash-1.tar")
+    init = run_repro("init", str(workspace))
+    assert init.returncode == 0, init.stderr.decode()
+    assert (workspace / "repro.toml").is_file()
+    with_init = pack_from(workspace, workspace, root / "with" / "dflash-1.tar")
+    return Guarded(without, with_init)
+
+
+def test_pack_without_repro_toml_names_each_credential_file_it_refuses(guarded: Guarded) -> None:
+    packed = guarded.without
+    report = _report_of(packed.bundle)
+    secrets = {item["path"]: item for item in report["left_out"] if item["kind"] == "secret"}
+    assert set(secrets) == set(CREDENTIALS)
+    for rel, (why, _) in CREDENTIALS.items():
+        assert f"looks like a credential ({why})" in secrets[rel]["reason"]
+        assert f"left out: {rel}: looks like a credential ({why})" in packed.stderr
+        assert f"dflash-1/files/{rel}" not in _carried(packed.bundle)
+    # never the content: not in the bundle, the report or what pack printed
+    assert TOKEN.encode() not in packed.bundle.read_bytes()
+    assert TOKEN not in packed.stderr + packed.stdout
+
+
+def test_pack_without_repro_toml_leaves_out_an_oversized_file_for_its_size(
+    guarded: Guarded,
+) -> None:
+    packed = guarded.without
+    (item,) = [i for i in _report_of(packed.bundle)["left_out"] if i["path"] == HUGE]
+    assert item["kind"] == "size"
+    assert item["reason"].startswith("64.0 MiB, over the 64 MiB limit for carried files")
+    assert f"left out: {HUGE}: 64.0 MiB, over the 64 MiB limit" in packed.stderr
+    assert f"dflash-1/files/{HUGE}" not in _carried(packed.bundle)
+    assert "dflash-1/files/results/r0.json" in _carried(packed.bundle)
+
+
+def test_pack_with_the_repro_toml_init_writes_carries_the_same(guarded: Guarded) -> None:
+    """One rule, one place: no repro.toml means what `repro init` proposes."""
+    without, with_init = guarded.without, guarded.with_init
+    assert _carried(without.bundle) == _carried(with_init.bundle)
+    assert _report_of(without.bundle)["left_out"] == _report_of(with_init.bundle)["left_out"]
+    left = [line for line in without.stderr.splitlines() if line.startswith("left out: ")]
+    assert len(left) == len(CREDENTIALS) + 3  # the secrets, the huge file, data/, drafter/
+    assert left == [line for line in with_init.stderr.splitlines() if line.startswith("left out: ")]
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ class LaunchSpec:
     prompt: str = "The capital of France is"
     max_tokens: int = 32
     host: str = "127.0.0.1"
+    unit: str | None = None  # the systemd unit its command was read from, if any
 
     @property
     def command(self) -> tuple[str, ...]:

@@ -131,6 +131,8 @@ def _facts(launch: LaunchSpec, log_path: Path, argv: tuple[str, ...]) -> dict[st
     }
     if launch.cwd is not None:
         facts["cwd"] = str(launch.cwd)
+    if launch.unit is not None:
+        facts["unit"] = launch.unit  # where the command came from: this unit's ExecStart=
     return facts
 
 

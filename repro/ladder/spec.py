@@ -105,6 +105,7 @@ def launch_from_table(entry: Mapping[str, Any], where: str) -> LaunchSpec:
         shell=shell,
         env=dict(env),
         cwd=Path(cwd) if cwd is not None else None,
+        unit=unit,
     )
 
 
@@ -178,6 +179,7 @@ def launch_from_unit(
         argv=service.argv,
         env=dict(service.environment),
         cwd=Path(directory) if directory and directory.startswith(("/", "${")) else None,
+        unit=unit.name,
     )
     return fill_variables(launch, variables or {})
 

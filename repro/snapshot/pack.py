@@ -60,11 +60,17 @@ from repro.snapshot.bundlewriter import (
     write_bundle,
 )
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter
-from repro.snapshot.files import MAX_SCANNED_BYTES, looks_secret, secret_in_file, token_in_code
+from repro.snapshot.files import MAX_SCANNED_BYTES, token_in_code
 from repro.snapshot.indexcheck import IndexReport, check_index, target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
-from repro.snapshot.leftout import LeftOut, split_by_size, uncovered_entries, weights_left_out
+from repro.snapshot.leftout import (
+    LeftOut,
+    split_by_size,
+    split_secrets,
+    uncovered_entries,
+    weights_left_out,
+)
 from repro.snapshot.lock import (
     DistFile,
     Pin,
@@ -796,18 +802,14 @@ def _pack(
         warnings += _plain_http_warnings(indexes)
         models, model_warnings = _models(options, config, units)
         warnings += model_warnings
-        carried = []
         sized, left_out = split_by_size(config.files.matched, source)
         for link, refusal in config.files.refused:
             warnings.append(f"{link}: {refusal}; not carried")
-            left_out.append(LeftOut(link.relative_to(source).as_posix(), refusal))
+            left_out.append(LeftOut(link.relative_to(source).as_posix(), refusal, "not-a-file"))
         left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
-        for path in sized:
-            why = "its name" if looks_secret(path) else secret_in_file(path, secret_values)
-            if why is None:
-                carried.append(path)
-            else:
-                warnings.append(f"{path}: looks like a credential ({why}); not carried")
+        carried, credentials = split_secrets(sized, source, secret_values)
+        warnings += [f"{source / item.path}: {item.reason}" for item in credentials]
+        left_out += credentials
         covered = [Path(facts.python.prefix), *carried, *config.files.matched]
         covered += [unit.source for unit in units] + [source / "services", source / "patches"]
         covered += [source / m.local_path for m in models if not m.local_path.startswith("/")]
@@ -1028,7 +1030,9 @@ def _pack_report(
         ],
         "unmet_requirements": [u.to_json() for u in unmet],
         "warnings": warnings,
-        "left_out": [{"path": item.path, "reason": item.reason} for item in left_out],
+        "left_out": [
+            {"path": item.path, "kind": item.kind, "reason": item.reason} for item in left_out
+        ],
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
