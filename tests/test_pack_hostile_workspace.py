@@ -146,9 +146,10 @@ def test_no_byte_from_outside_enters_the_bundle(packed: Packed, hostile: Hostile
     with zipfile.ZipFile(demo) as archive:  # rebuilt: the patched file in, the link out
         assert archive.read("demo_wheel/__init__.py").endswith(b"# hand patch\n")
         assert "demo_wheel/data.txt" not in archive.namelist()
-        assert "demo_wheel/data.txt" not in archive.read(
-            "repro_demo_wheel-1.0+local.dist-info/RECORD"
-        ).decode()
+        assert (
+            "demo_wheel/data.txt"
+            not in archive.read("repro_demo_wheel-1.0+local.dist-info/RECORD").decode()
+        )
     holding = [
         rel
         for rel in sorted(_members(packed.tree))
