@@ -11,6 +11,7 @@ import pytest
 
 from repro.snapshot.files import secret_in_file
 from tests.conftest import run_repro
+from tests.snapshot.conftest import run
 
 TOKEN = "hf_hardenTestPlantedSecret0123456789abcd"
 QUIET_TOKEN = "s3cr3t-v4lue-without-shape-42"  # only the environment says it is secret
@@ -30,6 +31,12 @@ def test_bundle_bytes_hold_no_planted_token(tmp_path: Path) -> None:
     (bench / "notes.txt").write_text(f"the key is {QUIET_TOKEN}\n")
     (bench / "run.sh").write_text("#!/bin/sh\nTOKENIZER_PATH=/models/tok python bench.py\n")
     (root / "repro.toml").write_text('[files]\ninclude = [".netrc", "bench/*"]\n')
+    # a drafter whose card and config hold the tokens: models/ is a member like files/
+    drafter = root / "drafter"
+    drafter.mkdir()
+    (drafter / "README.md").write_text(f"# drafter\nDownload with HF_TOKEN={TOKEN}\n")
+    (drafter / "config.json").write_text(f'{{"note": "{QUIET_TOKEN}"}}\n')
+    (drafter / "tokenizer_config.json").write_text('{"model_max_length": 4096}\n')
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env.update(HF_TOKEN=TOKEN, WANDB_API_KEY=QUIET_TOKEN)
     out = tmp_path / "ws-1.0.tar"
@@ -43,8 +50,11 @@ def test_bundle_bytes_hold_no_planted_token(tmp_path: Path) -> None:
     assert QUIET_TOKEN.encode() not in data
     assert summary["files"] == ["bench/run.sh"]  # the harmless one still travels
     warnings = "\n".join(summary["warnings"])
-    for name in (".netrc", "serve.sh", "notes.txt"):
+    for name in (".netrc", "serve.sh", "notes.txt", "drafter/README.md", "drafter/config.json"):
         assert name in warnings, warnings
+    listing = run(["tar", "-tf", str(out)]).split()
+    assert "ws-1.0/models/drafter/tokenizer_config.json" in listing  # the harmless one travels
+    assert not [m for m in listing if m.endswith(("drafter/README.md", "drafter/config.json"))]
 
 
 @pytest.mark.parametrize(

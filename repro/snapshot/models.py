@@ -13,11 +13,13 @@ import json
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro.errors import InputError
 from repro.hashing import sha256_file
+from repro.snapshot.files import secret_in_file
 
 COPIED_FILES = (
     "config.json",
@@ -102,7 +104,12 @@ def recorded_path(model_dir: Path, workspace: Path | None) -> str:
 
 
 def describe_model(
-    model_dir: Path, *, name: str, role: str, workspace: Path | None = None
+    model_dir: Path,
+    *,
+    name: str,
+    role: str,
+    workspace: Path | None = None,
+    secret_values: Sequence[str] = (),
 ) -> ModelReference:
     if not model_dir.is_dir():
         raise InputError(f"model {name!r}: {model_dir} is not a directory")
@@ -145,6 +152,11 @@ def describe_model(
                 refused.append((filename, why))
                 continue
         if path.is_file() and stat.S_ISREG(path.stat().st_mode):
+            # a model card or config that holds a token is never carried (files/ likewise)
+            secret = secret_in_file(path, secret_values)
+            if secret is not None:
+                refused.append((filename, f"looks like a credential ({secret}): not copied"))
+                continue
             copied_list.append((filename, path))
     copied = tuple(copied_list)
     repo_id, revision = _hf_identity(model_dir)

@@ -385,7 +385,10 @@ def _units(
 
 
 def _models(
-    options: PackOptions, config: Config, units: Sequence[unit_capture.CapturedUnit] = ()
+    options: PackOptions,
+    config: Config,
+    units: Sequence[unit_capture.CapturedUnit] = (),
+    secret_values: Sequence[str] = (),
 ) -> tuple[list[ModelReference], list[str]]:
     """References of repro.toml's [models], the workspace's drafter/, and each model
     directory a unit's ExecStart= names (by its directory name); with warnings."""
@@ -395,10 +398,24 @@ def _models(
         drafter = options.source / "drafter"
     if drafter is not None:
         refs.append(
-            describe_model(drafter, name="drafter", role="drafter", workspace=options.source)
+            describe_model(
+                drafter,
+                name="drafter",
+                role="drafter",
+                workspace=options.source,
+                secret_values=secret_values,
+            )
         )
     for name, path in sorted(config.models.others.items()):
-        refs.append(describe_model(path, name=name, role="target", workspace=options.source))
+        refs.append(
+            describe_model(
+                path,
+                name=name,
+                role="target",
+                workspace=options.source,
+                secret_values=secret_values,
+            )
+        )
     known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
     names = {ref.name for ref in refs}
     warnings: list[str] = []
@@ -412,7 +429,13 @@ def _models(
             )
             continue
         refs.append(
-            describe_model(model.path, name=model.name, role=model.role, workspace=options.source)
+            describe_model(
+                model.path,
+                name=model.name,
+                role=model.role,
+                workspace=options.source,
+                secret_values=secret_values,
+            )
         )
         known.add(_resolved(model.path))
         names.add(model.name)
@@ -800,7 +823,7 @@ def _pack(
             warnings += unit.warnings
         warnings += _launch_secret_warnings(config)
         warnings += _plain_http_warnings(indexes)
-        models, model_warnings = _models(options, config, units)
+        models, model_warnings = _models(options, config, units, secret_values)
         warnings += model_warnings
         sized, left_out = split_by_size(config.files.matched, source)
         for link, refusal in config.files.refused:
