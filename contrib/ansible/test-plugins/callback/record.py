@@ -14,7 +14,7 @@ name: record
 type: aggregate
 short_description: record task results as JSON (repro tests only)
 description:
-  - Writes {"results": [...], "stats": {...}} to the file named by REPRO_ANSIBLE_RECORD.
+  - Writes every task result and the final stats to the file named by REPRO_ANSIBLE_RECORD.
 """
 
 
