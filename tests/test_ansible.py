@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
+from repro.snapshot.lock import read_requirements_lock
 from tests._bundles import tamper
 from tests._venvs import VenvRecipe, cached_venv, find_python
-from tests.bootbundles import make_workspace, pack_workspace
+from tests.bootbundles import make_workspace, member_names, pack_workspace, read_member
 from tests.freshbox import INNER_ROOT, FreshBox, fresh_box
 
 pytestmark = pytest.mark.slow
@@ -79,7 +80,7 @@ def _inventory(fleet: Fleet, bundles: dict[str, Path]) -> Path:
         "repro_offline=true",
         "repro_cpu=true",
     ]
-    path = fleet.base / f"inventory-{len(list(fleet.base.glob('inventory-*')))}.ini"
+    path = fleet.base / f"inventory-{len(list(fleet.base.glob('inventory-*.ini')))}.ini"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -99,6 +100,8 @@ def _ansible_env(fleet: Fleet, record: Path | None = None) -> dict[str, str]:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
         "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+        # one exec per task (the module on stdin), not a temporary file put into the box
+        "ANSIBLE_PIPELINING": "1",
     }
 
 
@@ -117,11 +120,23 @@ class Run:
         return {host: counts["changed"] for host, counts in self.record["stats"].items()}
 
 
-def playbook(fleet: Fleet, *args: str, bundles: dict[str, Path] | None = None) -> Run:
+def playbook(
+    fleet: Fleet, *args: str, bundles: dict[str, Path] | None = None, rolling: bool = False
+) -> Run:
+    """One ansible-playbook run of the sample playbook. `rolling`: its own default, one
+    host at a time; otherwise every host in one batch, in parallel (forks)."""
     inventory = _inventory(fleet, bundles or {})
     record = inventory.with_suffix(".record.json")
+    batch = [] if rolling else ["-e", f"repro_serial={len(HOSTS)}", "--forks", str(len(HOSTS))]
     result = subprocess.run(
-        [str(fleet.ansible / "ansible-playbook"), "-i", str(inventory), str(PLAYBOOK), *args],
+        [
+            str(fleet.ansible / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            str(PLAYBOOK),
+            *batch,
+            *args,
+        ],
         capture_output=True,
         text=True,
         env=_ansible_env(fleet, record),
@@ -165,11 +180,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
 class Rollout:
     before: dict[str, dict[str, str]]  # each box's listing before anything ran
     first: Run
+    after_first: dict[str, dict[str, str]]
     second: Run
     after_second: dict[str, dict[str, str]]
     check: Run  # --check --diff into a new target
     after_check: dict[str, dict[str, str]]
-    tampered: Run  # box2 given a tampered bundle
+    tampered: Run  # rolling, one host at a time; box2 given a tampered bundle
     after_tampered: dict[str, dict[str, str]]
 
 
@@ -177,14 +193,25 @@ def _listings(fleet: Fleet) -> dict[str, dict[str, str]]:
     return {name: listing(box) for name, box in fleet.boxes.items()}
 
 
+def _pins(bundle: Path, scratch: Path) -> int:
+    """How many distributions the bundle's requirements.lock pins."""
+    top = member_names(bundle)[0].split("/")[0]
+    lock = scratch / "requirements.lock"
+    lock.write_bytes(read_member(bundle, f"{top}/env/requirements.lock"))
+    return len(read_requirements_lock(lock).pins)
+
+
 @pytest.fixture(scope="module")
 def rollout(fleet: Fleet) -> Rollout:
-    """The runs in order: deploy, deploy again, check mode into a new target, and a
-    rollout into that new target in which box2 holds a tampered bundle."""
+    """The runs in order, on the same three boxes: deploy (repro absent everywhere),
+    deploy again, check mode with --diff into a new target, and a rolling update of the
+    deployed target in which box2 holds a tampered bundle. Every run but the rolling one
+    takes the three hosts in one parallel batch."""
     for box in fleet.boxes.values():
         assert box.run("command -v repro", timeout=60).returncode != 0
     before = _listings(fleet)
     first = playbook(fleet)
+    after_first = _listings(fleet)
     second = playbook(fleet)
     after_second = _listings(fleet)
     check = playbook(fleet, "--check", "--diff", "-e", f"repro_target={NEXT}")
@@ -192,10 +219,22 @@ def rollout(fleet: Fleet) -> Rollout:
     bad_dir = fleet.base / "tampered"
     bad_dir.mkdir()
     bad = tamper(fleet.bundle, bad_dir / fleet.bundle.name, "env/pip-freeze.txt", b"six==0\n")
-    tampered = playbook(fleet, "-e", f"repro_target={NEXT}", bundles={"box2": bad})
+    tampered = playbook(fleet, bundles={"box2": bad}, rolling=True)
     return Rollout(
-        before, first, second, after_second, check, after_check, tampered, _listings(fleet)
+        before,
+        first,
+        after_first,
+        second,
+        after_second,
+        check,
+        after_check,
+        tampered,
+        _listings(fleet),
     )
+
+
+def _changed_paths(before: dict[str, str], after: dict[str, str]) -> set[str]:
+    return {rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel)}
 
 
 def test_first_run_bootstraps_repro_and_unpacks_on_every_host(
@@ -214,15 +253,19 @@ def test_first_run_bootstraps_repro_and_unpacks_on_every_host(
         assert imported.returncode == 0, imported.stderr
         # the bundle was copied in and the bootstrap's scratch copy removed
         assert sorted(p.name for p in box.host("/box/bundles").iterdir()) == [fleet.bundle.name]
+        assert rollout.before[name].keys() == {"home"}  # nothing there before: no repro
     assert all(count >= 1 for count in rollout.first.changed().values())
 
 
 def test_second_run_changes_no_host(fleet: Fleet, rollout: Rollout) -> None:
     assert rollout.second.returncode == 0, rollout.second.output[-6000:]
     assert rollout.second.changed() == dict.fromkeys(HOSTS, 0)
-    for result in rollout.second.results(UNPACK_TASK).values():
+    unpacked = rollout.second.results(UNPACK_TASK)
+    assert sorted(unpacked) == list(HOSTS)
+    for result in unpacked.values():
         assert result["changed"] is False
         assert {s["status"] for s in result["report"]["steps"][1:]} == {"already done"}
+    assert rollout.after_second == rollout.after_first
 
 
 def test_check_mode_changes_nothing_on_disk_and_the_diff_is_the_plan(
@@ -232,9 +275,12 @@ def test_check_mode_changes_nothing_on_disk_and_the_diff_is_the_plan(
     assert rollout.check.returncode == 0, output[-6000:]
     assert rollout.after_check == rollout.after_second
     assert rollout.check.changed() == dict.fromkeys(HOSTS, 1)
-    for result in rollout.check.results(UNPACK_TASK).values():
-        assert result["changed"] is True and "install" in result["pending"]
-    plan = f"would create a venv at {NEXT}/venv and install 2 distributions"
+    unpacked = rollout.check.results(UNPACK_TASK)
+    assert sorted(unpacked) == list(HOSTS)
+    for result in unpacked.values():
+        assert result["changed"] is True and "install" in result["pending"], result
+    pins = _pins(fleet.bundle, fleet.base)
+    plan = f"would create a venv at {NEXT}/venv and install {pins} distributions"
     assert output.count(plan) == len(HOSTS), output[-6000:]
     assert "  - install" in output and "  - smoke" in output
 
@@ -246,21 +292,18 @@ def test_a_tampered_bundle_fails_its_host_with_repros_message_and_stops_the_roll
     assert run.returncode != 0
     unpacked = run.results(UNPACK_TASK)
     assert sorted(unpacked) == ["box1", "box2"]  # box3 is never reached
-    assert unpacked["box1"]["changed"] is True
+    assert unpacked["box1"]["changed"] is False  # the deployed bundle: nothing to do
     failed = unpacked["box2"]
     assert failed.get("failed") is True and failed["rc"] == 1, failed
     assert "does not verify against its MANIFEST.sha256" in failed["msg"]
     assert "mismatched: env/pip-freeze.txt" in failed["msg"]
-    # box2: only the bundle file was replaced; no target, the old one as it was
-    changed = {
-        rel
-        for rel in set(rollout.after_tampered["box2"]) | set(rollout.after_second["box2"])
-        if rollout.after_tampered["box2"].get(rel) != rollout.after_second["box2"].get(rel)
+    # box2: only its bundle file was replaced, its deployment is as it was
+    before = rollout.after_check
+    assert _changed_paths(before["box2"], rollout.after_tampered["box2"]) == {
+        f"bundles/{fleet.bundle.name}"
     }
-    assert changed == {f"bundles/{fleet.bundle.name}"}
-    assert rollout.after_tampered["box3"] == rollout.after_second["box3"]
-    assert not fleet.boxes["box3"].host(NEXT).exists()
-    assert fleet.boxes["box1"].host(f"{NEXT}/.repro/state.toml").is_file()
+    assert rollout.after_tampered["box1"] == before["box1"]
+    assert rollout.after_tampered["box3"] == before["box3"]
 
 
 def test_ansible_doc_renders_the_module(fleet: Fleet) -> None:

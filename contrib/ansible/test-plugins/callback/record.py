@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from ansible.plugins.callback import CallbackBase
 
@@ -14,7 +15,8 @@ name: record
 type: aggregate
 short_description: record task results as JSON (repro tests only)
 description:
-  - Writes every task result and the final stats to the file named by REPRO_ANSIBLE_RECORD.
+  - Writes every task result (with its seconds, host by host) and the final stats to the
+    file named by REPRO_ANSIBLE_RECORD.
 """
 
 
@@ -27,13 +29,20 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super().__init__()
         self.results = []
+        self.started = {}
+
+    def v2_runner_on_start(self, host, task):
+        self.started[(host.get_name(), task._uuid)] = time.monotonic()
 
     def _add(self, result, status):
+        host = result._host.get_name()
+        start = self.started.pop((host, result._task._uuid), None)
         self.results.append(
             {
                 "task": result._task.get_name(),
-                "host": result._host.get_name(),
+                "host": host,
                 "status": status,
+                "seconds": None if start is None else round(time.monotonic() - start, 2),
                 "result": result._result,
             }
         )

@@ -39,7 +39,7 @@ class Connection(LocalConnection):
         spec = self._spec()
         rel = os.path.relpath(os.path.normpath(inner), spec["inner_root"])
         if rel == ".." or rel.startswith("../"):
-            raise AnsibleError("%s is outside the box's writable root" % inner)
+            raise AnsibleError(f"{inner} is outside the box's writable root")
         return os.path.join(spec["root"], rel)
 
     def exec_command(self, cmd, in_data=None, sudoable=True):

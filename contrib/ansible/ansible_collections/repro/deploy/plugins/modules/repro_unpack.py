@@ -1,11 +1,8 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Runs on the managed host: `repro unpack BUNDLE --target TARGET --json`, with
 # `changed` taken from repro's own report.
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
@@ -176,9 +173,9 @@ def _message(stderr, rc):
     """repro's error and hint lines: what the operator acts on (progress lines left out)."""
     lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
     for index, line in enumerate(lines):
-        if line.startswith("error:"):
+        if line.startswith(("error:", "repro: error:")):
             return "\n".join(lines[index:])
-    return "\n".join(lines[-20:]) or "repro unpack failed with exit code %d" % rc
+    return "\n".join(lines[-20:]) or f"repro unpack failed with exit code {rc}"
 
 
 def _units(report):
@@ -216,12 +213,12 @@ def main():
                 changed=True,
                 units=[],
                 rc=0,
-                msg="repro is not installed at %s yet; a real run would install it and unpack"
-                % executable,
+                msg=f"repro is not installed at {executable} yet; a real run would install it "
+                "and unpack",
             )
         module.fail_json(
-            msg="repro is not installed on this host (%s); the role repro.deploy.repro_deploy "
-            "installs it from the bundle's setup_env.sh" % executable,
+            msg=f"repro is not installed on this host ({executable}); the role "
+            "repro.deploy.repro_deploy installs it from the bundle's setup_env.sh",
             rc=127,
         )
     rc, stdout, stderr = module.run_command(
@@ -233,7 +230,7 @@ def main():
         report = json.loads(stdout)
     except ValueError as exc:
         module.fail_json(
-            msg="repro unpack printed no JSON report: %s" % exc, rc=rc, stdout=stdout, stderr=stderr
+            msg=f"repro unpack printed no JSON report: {exc}", rc=rc, stdout=stdout, stderr=stderr
         )
     result = dict(
         report=report,
@@ -246,15 +243,15 @@ def main():
         pending = report.get("pending") or []
         result.update(changed=bool(pending), plan=report.get("plan") or "", pending=pending)
         if module._diff:
-            steps = "".join("  - %s\n" % step for step in pending)
-            result["diff"] = dict(prepared="%s\n%s" % (report.get("plan") or "", steps))
+            steps = "".join(f"  - {step}\n" for step in pending)
+            result["diff"] = dict(prepared=f"{report.get('plan') or ''}\n{steps}")
     else:
         result["changed"] = bool(report.get("changed"))
         if module._diff and result["changed"]:
             done = [s for s in report.get("steps", []) if s.get("status") == "done"]
-            lines = "".join("  %s: %s\n" % (s["name"], s.get("detail", "")) for s in done)
-            result["diff"] = dict(prepared="repro unpack %s -> %s\n%s" % (
-                report.get("name", ""), report.get("target", ""), lines))
+            lines = "".join(f"  {s['name']}: {s.get('detail', '')}\n" for s in done)
+            name, target = report.get("name", ""), report.get("target", "")
+            result["diff"] = dict(prepared=f"repro unpack {name} -> {target}\n{lines}")
     module.exit_json(**result)
 
 
