@@ -40,6 +40,9 @@ TOOL_VENV = "/box/opt/repro-tool"
 TARGET = "/box/srv/app"
 NEXT = "/box/srv/next"
 UNPACK_TASK = "Bundle unpacked by repro"
+# The report of the latest run, which repro saves on every run (docs/unpack.md), one that
+# had nothing to do included: the one path of a deployment that a no-op rerun rewrites.
+LATEST_REPORT = "srv/app/.repro/unpack-report.json"
 ANSIBLE = VenvRecipe("ansible-core", find_python("3.11"), ("ansible-core==2.18.*",))
 
 
@@ -114,6 +117,10 @@ class Run:
     def results(self, task: str) -> dict[str, dict[str, Any]]:
         """Host -> its result of `task` (named with its role prefix), over every batch."""
         return {r["host"]: r["result"] for r in self.record["results"] if r["task"].endswith(task)}
+
+    def statuses(self, task: str) -> dict[str, str]:
+        """Host -> how `task` ended for it: ok, changed, failed or skipped."""
+        return {r["host"]: r["status"] for r in self.record["results"] if r["task"].endswith(task)}
 
     def changed(self) -> dict[str, int]:
         """Host -> how many tasks changed, as the PLAY RECAP counts them."""
@@ -237,6 +244,16 @@ def _changed_paths(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return {rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel)}
 
 
+def assert_only_a_noop_report_rewritten(
+    box: FreshBox, before: dict[str, str], after: dict[str, str]
+) -> None:
+    """Nothing on disk changed but the saved report, and that one says nothing changed."""
+    assert _changed_paths(before, after) <= {LATEST_REPORT}
+    saved = json.loads(box.host(f"/box/{LATEST_REPORT}").read_text())
+    assert saved["changed"] is False, saved
+    assert {s["status"] for s in saved["steps"][1:]} == {"already done"}, saved["steps"]
+
+
 def test_first_run_bootstraps_repro_and_unpacks_on_every_host(
     fleet: Fleet, rollout: Rollout
 ) -> None:
@@ -265,7 +282,10 @@ def test_second_run_changes_no_host(fleet: Fleet, rollout: Rollout) -> None:
     for result in unpacked.values():
         assert result["changed"] is False
         assert {s["status"] for s in result["report"]["steps"][1:]} == {"already done"}
-    assert rollout.after_second == rollout.after_first
+    for name, box in fleet.boxes.items():
+        assert_only_a_noop_report_rewritten(
+            box, rollout.after_first[name], rollout.after_second[name]
+        )
 
 
 def test_check_mode_changes_nothing_on_disk_and_the_diff_is_the_plan(
@@ -292,9 +312,10 @@ def test_a_tampered_bundle_fails_its_host_with_repros_message_and_stops_the_roll
     assert run.returncode != 0
     unpacked = run.results(UNPACK_TASK)
     assert sorted(unpacked) == ["box1", "box2"]  # box3 is never reached
+    assert run.statuses(UNPACK_TASK) == {"box1": "ok", "box2": "failed"}
     assert unpacked["box1"]["changed"] is False  # the deployed bundle: nothing to do
     failed = unpacked["box2"]
-    assert failed.get("failed") is True and failed["rc"] == 1, failed
+    assert failed["rc"] == 1, failed
     assert "does not verify against its MANIFEST.sha256" in failed["msg"]
     assert "mismatched: env/pip-freeze.txt" in failed["msg"]
     # box2: only its bundle file was replaced, its deployment is as it was
@@ -302,20 +323,36 @@ def test_a_tampered_bundle_fails_its_host_with_repros_message_and_stops_the_roll
     assert _changed_paths(before["box2"], rollout.after_tampered["box2"]) == {
         f"bundles/{fleet.bundle.name}"
     }
-    assert rollout.after_tampered["box1"] == before["box1"]
-    assert rollout.after_tampered["box3"] == before["box3"]
+    boxes = fleet.boxes
+    assert_only_a_noop_report_rewritten(
+        boxes["box1"], before["box1"], rollout.after_tampered["box1"]
+    )
+    assert rollout.after_tampered["box3"] == before["box3"]  # never reached
 
 
 def test_ansible_doc_renders_the_module(fleet: Fleet) -> None:
-    shown = subprocess.run(
-        [str(fleet.ansible / "ansible-doc"), "-t", "module", "repro.deploy.repro_unpack"],
-        capture_output=True,
-        text=True,
-        env=_ansible_env(fleet),
-        timeout=120,
-        check=False,
-    )
+    """The module page (description, options, attributes, examples) and the collection's
+    listing, which is where ansible-doc shows the short description."""
+    env = _ansible_env(fleet)
+
+    def ansible_doc(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [str(fleet.ansible / "ansible-doc"), "-t", "module", *args]
+        return subprocess.run(
+            argv, capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    shown = ansible_doc("repro.deploy.repro_unpack")
+    listed = ansible_doc("-l", "repro.deploy")
     assert shown.returncode == 0, shown.stderr
-    for text in ("Rebuild a repro bundle", "allowed_signers", "check_mode", "EXAMPLES"):
+    for text in (
+        "Runs `repro unpack BUNDLE --target TARGET --json'",
+        "allowed_signers",
+        "check_mode",
+        "diff_mode",
+        "EXAMPLES",
+        "RETURN VALUES",
+    ):
         assert text in shown.stdout, text
-    assert not shutil.which("repro", path=_ansible_env(fleet)["PATH"])
+    assert listed.returncode == 0, listed.stderr
+    assert "repro.deploy.repro_unpack Rebuild a repro bundle's environment" in listed.stdout
+    assert not shutil.which("repro", path=env["PATH"])
