@@ -196,3 +196,14 @@ def test_two_packs_at_once_stage_apart_and_the_first_published_set_wins(tmp_path
     assert publish(second, cache) == cache
     assert (cache / "a.whl").read_text() == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+def test_an_editable_repro_is_wheeled_from_the_checkout_that_runs() -> None:
+    """repro imported from a checkout other than the editable install's (a git worktree
+    first on sys.path): the bundle's repro wheel is built from the running code."""
+    import repro
+    from repro.snapshot.toolwheels import tool_wheel_inputs
+
+    running = Path(repro.__file__).resolve().parent.parent
+    inputs = tool_wheel_inputs()
+    assert inputs.sources["repro"] == running

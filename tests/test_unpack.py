@@ -567,6 +567,33 @@ def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path:
     assert sorted(tmp_path.rglob("*")) == before
 
 
+def test_dry_run_json_says_which_steps_a_real_run_would_do(
+    bundles: Bundles, tmp_path: Path
+) -> None:
+    """`pending`: every step on a new target, none once it is unpacked (what the
+    Ansible module's check mode reports as changed or not)."""
+    target = tmp_path / "t"
+    args = ("--cpu", "--offline", "--no-smoke", "--dry-run", "--json")
+    fresh = json.loads(unpack(bundles.all_wheels, target, *args).stdout)
+    assert fresh["pending"] == [
+        "preflight",
+        "venv",
+        "install",
+        "patch",
+        "workspace",
+        "services",
+        "models",
+    ]
+    assert fresh["plan"].startswith("would create a venv")
+    assert not target.exists()
+    ok(unpack(bundles.all_wheels, target, "--cpu", "--offline", "--no-smoke"))
+    again = json.loads(unpack(bundles.all_wheels, target, *args).stdout)
+    assert again["pending"] == [] and again["changed"] is False
+    assert again["plan"] == f"nothing to do: {target} already holds demo 2"
+    with_ladder = json.loads(unpack(bundles.all_wheels, target, *args[:2], *args[3:]).stdout)
+    assert with_ladder["pending"] == ["smoke"]
+
+
 # --- preflight verdicts with a test double of nvidia-smi ------------------------------------
 
 

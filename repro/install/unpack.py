@@ -59,7 +59,7 @@ from repro.install.services import (
 )
 from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
-from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
+from repro.install.state import STATE_DIR, STEPS, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
     models_dir,
     path_values,
@@ -122,6 +122,7 @@ class UnpackReport:
     smoke: dict[str, Any] | None = None
     changed: bool = False
     plan: str | None = None  # --dry-run: what a real run would do
+    pending: list[str] | None = None  # --dry-run: the steps a real run would do ([]: none)
     venv: str = ""
     drift: list[Drift] = field(default_factory=list)  # a rerun: what changed since
     would_run: list[str] = field(default_factory=list)  # --no-exec: what was not run
@@ -137,6 +138,7 @@ class UnpackReport:
             "changed": self.changed,
             "drift": [d.to_json() for d in self.drift],
             "plan": self.plan,
+            "pending": self.pending,
             "steps": [
                 {"name": s.name, "status": s.status, "detail": s.detail, "facts": s.facts}
                 for s in self.steps
@@ -510,7 +512,12 @@ def _unpack_verified(
         python = preflight.python
         if options.dry_run:
             report.steps.append(StepReport("preflight", "done", "dry run: stopping here"))
-            report.plan = _plan(bundle_dir, venv_dir(target, info), options)
+            report.pending = _pending(state, options)
+            report.plan = (
+                _plan(bundle_dir, venv_dir(target, info), options)
+                if report.pending
+                else f"nothing to do: {target} already holds {info.name} {info.version}"
+            )
             report.steps.append(StepReport("plan", "done", report.plan))
             return report
     else:
@@ -748,6 +755,13 @@ def _say_secrets(run: _Run, secrets: Sequence[RequiredSecret]) -> None:
             f"{items[0].unit} needs {names}: taken out at pack time; set "
             f"{'them' if len(items) > 1 else 'it'} in {file} (mode 0600) before starting it",
         )
+
+
+def _pending(state: UnpackState, options: UnpackOptions) -> list[str]:
+    """The steps a real run would do now: those not done in an earlier run (the ladder
+    only when it would run: --no-smoke never marks it done)."""
+    steps = [step for step in STEPS if step != "verify" and not state.is_done(step)]
+    return [step for step in steps if step != "smoke" or options.smoke]
 
 
 def _plan(bundle_dir: Path, target: Path, options: UnpackOptions) -> str:

@@ -96,8 +96,20 @@ def requirement_closure(root: str = TOOL) -> list[str]:
 def _editable_source(dist: InstalledDist) -> Path | None:
     if not dist.editable or not dist.direct_url:
         return None
+    if dist.canonical_name == TOOL:
+        running = _running_source()
+        if running is not None:
+            return running
     url = str(dist.direct_url.get("url", ""))
     return Path(url.removeprefix("file://")) if url.startswith("file://") else None
+
+
+def _running_source() -> Path | None:
+    """The source checkout of the repro that is running, when it runs from one: with a
+    second checkout first on sys.path (a git worktree, PYTHONPATH), that one and not
+    the editable install's recorded source is what the bundle must carry."""
+    top = Path(__file__).resolve().parent.parent.parent
+    return top if (top / "pyproject.toml").is_file() and (top / TOOL).is_dir() else None
 
 
 def _source_digest(source: Path) -> str:

@@ -1,0 +1,259 @@
+#!/usr/bin/python
+# Runs on the managed host: `repro unpack BUNDLE --target TARGET --json`, with
+# `changed` taken from repro's own report.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: repro_unpack
+short_description: Rebuild a repro bundle's environment on the host with repro unpack
+version_added: "0.1.0"
+description:
+  - Runs C(repro unpack BUNDLE --target TARGET --json) on the managed host. repro
+    verifies the bundle against its manifest (and its signature when asked), runs the
+    preflight, builds the venv, applies the patches, restores the workspace, renders
+    the units and climbs the smoke ladder.
+  - C(changed) is repro's own report. A target that already holds the bundle with
+    every step done reports C(ok); a rerun after a failed or killed run continues
+    where that run stopped.
+  - In check mode the module runs C(repro unpack --dry-run), which writes nothing;
+    C(changed) says whether a real run has steps left to do, and with C(--diff) the
+    plan is shown as the diff.
+  - A failure (a bundle that does not verify, a failed preflight, a smoke ladder that
+    fails, a target that drifted) fails the task with repro's own message and exit code.
+options:
+  bundle:
+    description:
+      - The bundle on the host (an archive or an extracted bundle directory), or an
+        http(s) URL that repro streams and verifies itself.
+    type: str
+    required: true
+  target:
+    description: Where the deployment is rebuilt (repro unpack --target).
+    type: path
+    required: true
+  offline:
+    description: Install from the bundle's wheel vault only (the bundle must carry every wheel).
+    type: bool
+    default: false
+  installer:
+    description: Which installer builds the venv.
+    type: str
+    choices: [auto, uv, pip]
+    default: auto
+  models:
+    description: Where model weights live on the host (repro unpack --models).
+    type: path
+  allowed_signers:
+    description:
+      - An ssh-keygen allowed-signers file; the bundle's signature is verified before
+        anything else, and a bundle without a valid one is refused.
+    type: path
+  identity:
+    description: The signer expected, its principal in I(allowed_signers).
+    type: str
+  install_units:
+    description: Copy the rendered systemd units into /etc/systemd/system.
+    type: bool
+    default: false
+  smoke:
+    description: Climb the smoke ladder at the end (a failing ladder fails the task).
+    type: bool
+    default: true
+  cpu:
+    description: A CPU-only rebuild is intended (no GPU needed; the ladder runs its CPU rungs).
+    type: bool
+    default: false
+  replace:
+    description: Rebuild a target that holds another bundle (another version).
+    type: bool
+    default: false
+  executable:
+    description: The repro command on the host.
+    type: path
+    default: repro
+notes:
+  - Check mode is supported (C(repro unpack --dry-run)); diff mode shows the plan.
+  - repro must be installed on the host; the role C(repro.deploy.repro_deploy)
+    installs it from the bundle's own C(setup_env.sh) where it is absent.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+author:
+  - repro contributors
+"""
+
+EXAMPLES = r"""
+- name: Rebuild the model server from its bundle
+  repro.deploy.repro_unpack:
+    bundle: /srv/bundles/dflash-1.tar
+    target: /srv/dflash
+    offline: true
+    executable: /opt/repro/tool/bin/repro
+
+- name: Only a bundle signed by the release key
+  repro.deploy.repro_unpack:
+    bundle: https://bundles.example.com/dflash-2.tar
+    target: /srv/dflash
+    replace: true
+    allowed_signers: /etc/repro/allowed_signers
+    identity: release@example.com
+"""
+
+RETURN = r"""
+report:
+  description: repro's JSON report (steps, preflight, patches, models, smoke, drift, plan, pending).
+  returned: when repro ran to the end
+  type: dict
+target:
+  description: The target directory.
+  returned: when repro ran to the end
+  type: str
+venv:
+  description: The rebuilt venv.
+  returned: when repro ran to the end and built or found a venv
+  type: str
+units:
+  description: The units the services step rendered in this run (empty when it had nothing to do).
+  returned: always
+  type: list
+  elements: str
+plan:
+  description: In check mode, what a real run would do.
+  returned: check mode
+  type: str
+pending:
+  description: In check mode, the steps a real run would do (empty when none).
+  returned: check mode
+  type: list
+  elements: str
+rc:
+  description: repro's exit code.
+  returned: always
+  type: int
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _argv(module, executable):
+    params = module.params
+    argv = [executable, "unpack", params["bundle"], "--target", params["target"], "--json"]
+    flags = (
+        ("offline", "--offline"),
+        ("install_units", "--install-units"),
+        ("cpu", "--cpu"),
+        ("replace", "--replace"),
+    )
+    for name, flag in flags:
+        if params[name]:
+            argv.append(flag)
+    if not params["smoke"]:
+        argv.append("--no-smoke")
+    argv += ["--installer", params["installer"]]
+    for name, flag in (
+        ("models", "--models"),
+        ("allowed_signers", "--allowed-signers"),
+        ("identity", "--identity"),
+    ):
+        if params[name]:
+            argv += [flag, params[name]]
+    if module.check_mode:
+        argv.append("--dry-run")
+    return argv
+
+
+def _message(stderr, rc):
+    """repro's error and hint lines: what the operator acts on (progress lines left out)."""
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        if line.startswith(("error:", "repro: error:")):
+            return "\n".join(lines[index:])
+    return "\n".join(lines[-20:]) or f"repro unpack failed with exit code {rc}"
+
+
+def _units(report):
+    for step in report.get("steps", []):
+        if step.get("name") == "services" and step.get("status") == "done":
+            return list(step.get("facts", {}).get("units", []))
+    return []
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            bundle=dict(type="str", required=True),
+            target=dict(type="path", required=True),
+            offline=dict(type="bool", default=False),
+            installer=dict(type="str", default="auto", choices=["auto", "uv", "pip"]),
+            models=dict(type="path"),
+            allowed_signers=dict(type="path"),
+            identity=dict(type="str"),
+            install_units=dict(type="bool", default=False),
+            smoke=dict(type="bool", default=True),
+            cpu=dict(type="bool", default=False),
+            replace=dict(type="bool", default=False),
+            executable=dict(type="path", default="repro"),
+        ),
+        required_by={"identity": ["allowed_signers"]},
+        supports_check_mode=True,
+    )
+    executable = module.params["executable"]
+    if os.sep not in executable:
+        executable = module.get_bin_path(executable) or executable
+    if not os.access(executable, os.X_OK):
+        if module.check_mode:
+            module.exit_json(
+                changed=True,
+                units=[],
+                rc=0,
+                msg=f"repro is not installed at {executable} yet; a real run would install it "
+                "and unpack",
+            )
+        module.fail_json(
+            msg=f"repro is not installed on this host ({executable}); the role "
+            "repro.deploy.repro_deploy installs it from the bundle's setup_env.sh",
+            rc=127,
+        )
+    rc, stdout, stderr = module.run_command(
+        _argv(module, executable), environ_update={"NO_COLOR": "1"}
+    )
+    if rc != 0:
+        module.fail_json(msg=_message(stderr, rc), rc=rc, stdout=stdout, stderr=stderr)
+    try:
+        report = json.loads(stdout)
+    except ValueError as exc:
+        module.fail_json(
+            msg=f"repro unpack printed no JSON report: {exc}", rc=rc, stdout=stdout, stderr=stderr
+        )
+    result = dict(
+        report=report,
+        target=report.get("target", ""),
+        venv=report.get("venv", ""),
+        units=_units(report),
+        rc=rc,
+    )
+    if module.check_mode:
+        pending = report.get("pending") or []
+        result.update(changed=bool(pending), plan=report.get("plan") or "", pending=pending)
+        if module._diff:
+            steps = "".join(f"  - {step}\n" for step in pending)
+            result["diff"] = dict(prepared=f"{report.get('plan') or ''}\n{steps}")
+    else:
+        result["changed"] = bool(report.get("changed"))
+        if module._diff and result["changed"]:
+            done = [s for s in report.get("steps", []) if s.get("status") == "done"]
+            lines = "".join(f"  {s['name']}: {s.get('detail', '')}\n" for s in done)
+            name, target = report.get("name", ""), report.get("target", "")
+            result["diff"] = dict(prepared=f"repro unpack {name} -> {target}\n{lines}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
