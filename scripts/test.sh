@@ -40,8 +40,8 @@ if [ "${1:-}" = "--check-only" ]; then
 fi
 "$venv/bin/python" scripts/check_test_setup.py --quiet
 echo "== ruff"
-"$venv/bin/ruff" check repro tests bench scripts
-"$venv/bin/ruff" format --check repro tests bench scripts
+"$venv/bin/ruff" check repro tests bench scripts contrib
+"$venv/bin/ruff" format --check repro tests bench scripts contrib
 echo "== mypy --strict"
 "$venv/bin/mypy" --strict
 echo "== pytest"
