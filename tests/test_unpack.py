@@ -772,6 +772,31 @@ def test_url_bundle_resumes_with_range_after_a_drop(
     assert not list(tmp_path.glob(".repro-unpack-*"))
 
 
+@pytest.mark.parametrize(
+    ("verb", "extra"),
+    [
+        ("check", ()),
+        ("inspect", ()),
+        ("diff", ("{default}",)),
+        ("sbom", ()),
+        ("smoke", ("--python", sys.executable, "--rungs", "python", "--cpu")),
+    ],
+)
+def test_every_verb_that_reads_a_bundle_resumes_a_url_after_a_drop(
+    dropping_server: DroppingServer, bundles: Bundles, verb: str, extra: tuple[str, ...]
+) -> None:
+    """check, inspect, diff, sbom and smoke --bundle read a URL as unpack does: the same
+    streamed, safe reader, resumed with Range after the connection drops mid-body."""
+    env = {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    source = ("--bundle", dropping_server.url) if verb == "smoke" else (dropping_server.url,)
+    args = [arg.format(default=bundles.default) for arg in extra]
+    result = run_repro(verb, *source, *args, env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.strip()
+    ranges = [r.get("Range") for r in dropping_server.requests]
+    assert ranges == [None, f"bytes={len(dropping_server.body) // 3}-"], ranges
+
+
 def test_staging_left_by_killed_runs_is_removed(bundles: Bundles, tmp_path: Path) -> None:
     """A run killed mid-extraction leaves its staging directories; the next run removes
     those whose process is gone and keeps those of a run still alive."""
