@@ -56,6 +56,6 @@ def test_no_exec_prints_and_runs_nothing(tmp_path: Path) -> None:
     assert f"would run smoke server: {server_line}\n" in err, err
     assert not server_marker.exists() and not unit_marker.exists()
     assert not installed_unit.exists()
-    rungs = [r["name"] for r in report["smoke"]["ladder"]["rungs"]]
-    assert rungs == ["python"]  # only the interpreter check ran
+    assert report["smoke"] is None  # no rung ran, not even the interpreter check
+    assert [s["status"] for s in report["steps"] if s["name"] == "smoke"] == ["skipped"]
     assert (target / "services" / UNIT).is_file()  # rendered for review, not installed

@@ -21,7 +21,7 @@ import tarfile
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,12 @@ def _record_hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_local_wheel(directory: Path) -> Path:
-    """A real wheel no index serves, with a console script, so `pack` vaults it."""
+def build_local_wheel(directory: Path, extra: Mapping[str, bytes] | None = None) -> Path:
+    """A real wheel no index serves, with a console script, so `pack` vaults it;
+    `extra`: more files (path in the wheel -> bytes), listed in its RECORD."""
     info = f"{LOCAL}-{LOCAL_VERSION}.dist-info"
     files = {
+        **(extra or {}),
         f"{LOCAL}/__init__.py": b"def main():\n    print('reprolocal ok')\n    return 0\n",
         f"{info}/METADATA": (
             f"Metadata-Version: 2.1\nName: {LOCAL}\nVersion: {LOCAL_VERSION}\n".encode()

@@ -89,8 +89,8 @@ Exit codes:
 @click.option(
     "--no-exec",
     is_flag=True,
-    help="Run nothing from the bundle: print the server and unit commands instead; the "
-    "smoke ladder runs only the interpreter check.",
+    help="Run nothing from the bundle: print the server and unit commands instead, run no "
+    "smoke rung, build no source distribution; see docs/unpack.md.",
 )
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
@@ -172,7 +172,7 @@ def unpack_command(
         report = unpack(
             options,
             events=step,
-            smoke=ladder_step(cpu=cpu, no_exec=no_exec, log_dir=log_dir, on_rung=rung),
+            smoke=ladder_step(cpu=cpu, log_dir=log_dir, on_rung=rung),
             progress=bar,
         )
     if as_json:

@@ -28,6 +28,7 @@ from repro.bundleview import VaultEntry, load_vault
 from repro.errors import (
     BundleFormatError,
     InputError,
+    InstallError,
     PreflightError,
     ReproError,
     SmokeError,
@@ -43,7 +44,6 @@ from repro.install.installer import (
     choose_installer,
     create_venv,
     install_lock,
-    site_packages_of,
     verify_installed,
 )
 from repro.install.models import ModelCheck, check_models
@@ -60,6 +60,7 @@ from repro.install.services import (
 from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
+from repro.install.targetsite import site_packages_of, startup_files
 from repro.install.workspace import (
     models_dir,
     path_values,
@@ -567,9 +568,22 @@ def _install_steps(
         interpreter = venv / "bin" / "python"
         if not run.skip_if_done("venv"):
             assert python is not None
+            if options.no_exec:
+                _refuse_startup_files(venv, seeded=(), before="creating the venv")
             create_venv(python, venv, installer)
-            run.done("venv", f"fresh venv at {venv} ({installer})", installer=installer)
+            # What the venv's own seeding put there: the baseline a --no-exec rerun of
+            # the install step compares with.
+            seeded = startup_files(venv)
+            run.done(
+                "venv",
+                f"fresh venv at {venv} ({installer})",
+                installer=installer,
+                startup_files=seeded,
+            )
         if not run.skip_if_done("install"):
+            if options.no_exec:
+                seeded = state.facts.get("venv", {}).get("startup_files", [])
+                _refuse_startup_files(venv, seeded=seeded, before="running the installer")
             lock = read_requirements_lock(kept / "env" / "requirements.lock")
             sources = package_sources(
                 lock, vault=kept / "env" / "wheels", offline=options.offline, where=str(kept)
@@ -583,6 +597,7 @@ def _install_steps(
                 find_links=sources.find_links,
                 offline=sources.offline,
                 vault_hashes=_vault_hashes(kept) if sources.vault is not None else {},
+                binary_only=options.no_exec,
             )
             install_lock(interpreter, plan, installer)
             pins = {pin.name: pin.version for pin in lock.pins}
@@ -668,7 +683,9 @@ def _install_steps(
                     run.events("smoke server", "would run", line)
                 elif options.smoke and smoke is not None:
                     run.events("smoke server", "will run", line)
-            if not options.smoke or smoke is None:
+            if options.no_exec:
+                run.skipped("smoke", NO_EXEC_SMOKE)
+            elif not options.smoke or smoke is None:
                 run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
             else:
                 report.smoke = smoke(interpreter, kept, info, values)
@@ -688,6 +705,28 @@ def _install_steps(
         raise
     run.save()
     return report
+
+
+NO_EXEC_SMOKE = (
+    "--no-exec: no rung runs (each starts the rebuilt interpreter, which runs the .pth "
+    "files of its site-packages)"
+)
+
+
+def _refuse_startup_files(venv: Path, *, seeded: Sequence[str], before: str) -> None:
+    """--no-exec: the installer (and `python -m venv` on an existing directory) starts
+    the venv's interpreter with site processing, which runs every .pth file and
+    sitecustomize in its site-packages. Any there that the venv's own seeding did not
+    make came from an earlier, interrupted run of this bundle's install: refuse."""
+    found = [name for name in startup_files(venv) if name not in seeded]
+    if found:
+        raise InstallError(
+            f"{venv}: refusing under --no-exec before {before}: its site-packages holds "
+            "startup files an earlier, interrupted install put there, which the installer "
+            "would run when it starts the interpreter:\n"
+            + "\n".join(f"  - {venv / name}" for name in found),
+            hint=f"remove {venv} and unpack again, or run without --no-exec",
+        )
 
 
 def _check_drift(run: _Run, target: Path) -> None:
