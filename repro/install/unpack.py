@@ -50,10 +50,9 @@ from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.services import (
-    SYSTEMD_DIR,
+    RenderedUnit,
     RequiredSecret,
     check_units,
-    install_units,
     render_units,
     required_secrets,
 )
@@ -61,6 +60,13 @@ from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.targetsite import site_packages_of, startup_files
+from repro.install.unitinstall import (
+    SYSTEMD_DIR,
+    install_unit_files,
+    place_units,
+    refuse_conflicts,
+    reload_systemd,
+)
 from repro.install.workspace import (
     models_dir,
     path_values,
@@ -96,6 +102,7 @@ class UnpackOptions:
     replace: bool = False
     models: Path | None = None
     install_units: bool = False
+    units_dir: Path = SYSTEMD_DIR  # where --install-units puts them
     smoke: bool = True
     no_exec: bool = False
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
@@ -509,6 +516,10 @@ def _unpack_verified(
                 hint="fix the listed problems, or pass --force to go on anyway",
             )
         python = preflight.python
+        if options.install_units and not options.no_exec:
+            # A unit name the box already uses stops the run before anything is written.
+            names = check_units(bundle_dir, where=info.top_dir)
+            refuse_conflicts(place_units(names, options.units_dir), force=options.force)
         if options.dry_run:
             report.steps.append(StepReport("preflight", "done", "dry run: stopping here"))
             report.plan = _plan(bundle_dir, venv_dir(target, info), options)
@@ -643,21 +654,9 @@ def _install_steps(
                 models=models_dir(target, options.models),
             )
             detail = f"{len(units)} unit(s) rendered into {target / 'services'}"
+            facts: dict[str, Any] = {}
             if (options.install_units or options.no_exec) and units:
-                label = "would run" if options.no_exec else "will run"
-                for unit in units:
-                    line = (
-                        f"install {unit.path} as {SYSTEMD_DIR / unit.name}, "
-                        f"which runs: {' ; '.join(unit.exec_start) or '(no ExecStart)'}"
-                    )
-                    if options.no_exec:
-                        report.would_run.append(line)
-                    run.events("services", label, line)
-                if options.no_exec:
-                    detail += "; --no-exec: not installed"
-                elif options.install_units:
-                    installed = install_units(units)
-                    detail += f"; installed {', '.join(str(p) for p in installed)}"
+                detail += _install_or_show_units(run, units, options, facts)
             run.done(
                 "services",
                 detail,
@@ -665,6 +664,7 @@ def _install_steps(
                 rendered={
                     u.path.relative_to(target).as_posix(): sha256_file(u.path) for u in units
                 },
+                **facts,
             )
         report.secrets = required_secrets(kept, target)
         _say_secrets(run, report.secrets)
@@ -705,6 +705,39 @@ def _install_steps(
         raise
     run.save()
     return report
+
+
+def _install_or_show_units(
+    run: _Run, units: Sequence[RenderedUnit], options: UnpackOptions, facts: dict[str, Any]
+) -> str:
+    """--install-units: print each unit's every command, then install them (a unit
+    repro did not install is replaced only with --force, and backed up). --no-exec:
+    the same lines, as would_run, and nothing installed. The step's detail suffix."""
+    placements = place_units([u.name for u in units], options.units_dir)
+    label = "would run" if options.no_exec else "will run"
+    for unit, placement in zip(units, placements, strict=True):
+        lines = [
+            f"install {unit.path} as {placement.dest} ({placement.describe()})",
+            *unit.command_lines(),
+        ]
+        for line in lines:
+            if options.no_exec:
+                run.report.would_run.append(line)
+            run.events("services", label, line)
+    if options.no_exec:
+        return "; --no-exec: not installed"
+    installed = install_unit_files(
+        placements, [u.path.read_bytes() for u in units], force=options.force
+    )
+    reload_systemd(options.units_dir)
+    backups = {str(i.dest): str(i.backup) for i in installed if i.backup is not None}
+    facts["installed"] = [str(i.dest) for i in installed]
+    facts["backups"] = backups
+    for dest, backup in backups.items():
+        run.events("services", "backed up", f"{dest} to {backup} (--force)")
+    return f"; installed {', '.join(str(i.dest) for i in installed)}" + "".join(
+        f"; {dest} was backed up to {backup}" for dest, backup in backups.items()
+    )
 
 
 NO_EXEC_SMOKE = (
