@@ -100,13 +100,13 @@ def read_installed(interpreter: Path) -> dict[str, str]:
 
 def venv_site_dirs(venv: Path) -> list[Path]:
     """The site-packages directories of `venv` as they lie on disk (no interpreter run:
-    it may be half made)."""
-    return sorted(
-        path
-        for pattern in ("lib/python*/site-packages", "lib64/python*/site-packages")
-        for path in venv.glob(pattern)
-        if path.is_dir() and not path.is_symlink()
-    )
+    it may be half made), each once (`python -m venv` links lib64 to lib)."""
+    found: dict[Path, Path] = {}
+    for pattern in ("lib/python*/site-packages", "lib64/python*/site-packages"):
+        for path in sorted(venv.glob(pattern)):
+            if path.is_dir():
+                found.setdefault(path.resolve(), path)
+    return list(found.values())
 
 
 def startup_files(venv: Path) -> list[str]:
