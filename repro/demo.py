@@ -328,7 +328,7 @@ def _round_trip(
         report.target = target
         result = unpack(
             UnpackOptions(bundle=str(report.bundle), target=target, offline=True, cpu=True),
-            smoke=ladder_step(cpu=True, no_exec=False, log_dir=target / ".repro"),
+            smoke=ladder_step(cpu=True, log_dir=target / ".repro"),
         )
         steps = ", ".join(s.name for s in result.steps if s.status == "done")
         passed = []

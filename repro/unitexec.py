@@ -71,11 +71,52 @@ class ServiceExec:
     warnings: tuple[str, ...] = ()
 
 
+# Every setting whose value is a command systemd runs, in the order of a unit's life:
+# [Service] (systemd.service(5)) and [Socket] (systemd.socket(5)).
+EXEC_KEYS = (
+    "ExecCondition",
+    "ExecStartPre",
+    "ExecStart",
+    "ExecStartPost",
+    "ExecReload",
+    "ExecStop",
+    "ExecStopPre",
+    "ExecStopPost",
+)
+EXEC_SECTIONS = ("Service", "Socket")
+
+
 def service_settings(text: str) -> list[tuple[str, str]]:
     """(key, value) of each assignment in [Service], in order: comments dropped, lines
     ending in a backslash joined with the next (the backslash becomes a space), comment
     lines inside such a continuation skipped."""
-    settings: list[tuple[str, str]] = []
+    return [(key, value) for section, key, value in unit_settings(text) if section == "Service"]
+
+
+def unit_commands(text: str) -> list[tuple[str, str]]:
+    """(key, command line) of every command a unit file makes systemd run: each Exec*=
+    of [Service] and [Socket] (EXEC_KEYS), in that order, each key's lines in file
+    order; an empty assignment resets the lines of its key before it."""
+    lines: dict[tuple[str, str], list[str]] = {}
+    for section, key, value in unit_settings(text):
+        if section in EXEC_SECTIONS and key in EXEC_KEYS:
+            slot = lines.setdefault((section, key), [])
+            if value:
+                slot.append(value)
+            else:
+                slot.clear()
+    return [
+        (key, command)
+        for section in EXEC_SECTIONS
+        for key in EXEC_KEYS
+        for command in lines.get((section, key), [])
+    ]
+
+
+def unit_settings(text: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) of each assignment of a unit file, in order (see
+    `service_settings`)."""
+    settings: list[tuple[str, str, str]] = []
     section: str | None = None
     pending: str | None = None
     for raw in text.splitlines():
@@ -94,12 +135,12 @@ def service_settings(text: str) -> list[tuple[str, str]]:
             section = line[1:-1]
             continue
         key, sep, value = line.partition("=")
-        if sep and section == "Service":
-            settings.append((key.strip(), value.strip()))
-    if pending is not None and section == "Service":
+        if sep and section is not None:
+            settings.append((section, key.strip(), value.strip()))
+    if pending is not None and section is not None:
         key, sep, value = pending.partition("=")
         if sep:
-            settings.append((key.strip(), value.strip()))
+            settings.append((section, key.strip(), value.strip()))
     return settings
 
 

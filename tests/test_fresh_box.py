@@ -295,7 +295,7 @@ def test_setup_env_rebuilds_the_deployment_on_a_bare_312_box(
 ) -> None:
     box, report = boxes[installer], bootstrapped[installer]
     assert report["venv"] == "/box/srv/dflash/venv"
-    assert _step(report, "venv")["facts"] == {"installer": installer}
+    assert _step(report, "venv")["facts"]["installer"] == installer
     installed = assert_deployment(box, "/box/srv/dflash", dflash)
     assert installed == _source_set(dflash)
     drafter = next(m for m in report["models"] if m["name"] == "drafter")
@@ -327,7 +327,7 @@ def test_repro_unpack_of_the_archive_on_the_same_bare_box(
         ]
     )
     report = _report(result)
-    assert _step(report, "venv")["facts"] == {"installer": installer}
+    assert _step(report, "venv")["facts"]["installer"] == installer
     assert assert_deployment(box, "/box/other/place", dflash) == _source_set(dflash)
     verify = box.run([repro, "verify", "/box/other/place"])
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repro.bundle import LaunchCommand, LaunchInfo, dump_bundle_info
-from repro.install.services import SYSTEMD_DIR
+from repro.install.unitinstall import SYSTEMD_DIR
 from tests.bundles import archive_tree, bundle_info, make_bundle_tree
 from tests.conftest import run_repro
 
@@ -27,9 +27,13 @@ def test_no_exec_prints_and_runs_nothing(tmp_path: Path) -> None:
     info = type(info)(**{**info.__dict__, "launch": LaunchInfo(
         (LaunchCommand(name="main", port=30123, engine="sglang", argv=argv),)
     )})  # fmt: skip
+    # Every command a service runs over its life, each leaving its own marker.
+    keys = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop", "ExecStopPost")
+    commands = {key: f"/bin/sh -c 'touch {unit_marker}-{key}'" for key in keys}
     unit_text = (
         "[Unit]\nDescription=t\n[Service]\n"
-        f"ExecStart=/bin/sh -c 'touch {unit_marker}'\n[Install]\nWantedBy=multi-user.target\n"
+        + "".join(f"{key}={command}\n" for key, command in commands.items())
+        + "[Install]\nWantedBy=multi-user.target\n"
     )
     tree = make_bundle_tree(
         tmp_path / "src",
@@ -47,15 +51,17 @@ def test_no_exec_prints_and_runs_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     report = json.loads(proc.stdout)
     server_line = f"server main (port 30123): {shlex.join(argv)}"
-    unit_line = (
-        f"install {target / 'services' / UNIT} as {installed_unit}, "
-        f"which runs: /bin/sh -c 'touch {unit_marker}'"
-    )
-    assert report["would_run"] == [unit_line, server_line]
-    assert f"would run services: {unit_line}\n" in err, err
+    unit_lines = [
+        f"install {target / 'services' / UNIT} as {installed_unit} (a new unit)",
+        *(f"{UNIT}: {key}={command}" for key, command in commands.items()),
+    ]
+    assert report["would_run"] == [*unit_lines, server_line]
+    for line in unit_lines:
+        assert f"would run services: {line}\n" in err, err
     assert f"would run smoke server: {server_line}\n" in err, err
-    assert not server_marker.exists() and not unit_marker.exists()
+    assert not server_marker.exists()
+    assert list(tmp_path.glob("unit-ran*")) == []
     assert not installed_unit.exists()
-    rungs = [r["name"] for r in report["smoke"]["ladder"]["rungs"]]
-    assert rungs == ["python"]  # only the interpreter check ran
+    assert report["smoke"] is None  # no rung ran, not even the interpreter check
+    assert [s["status"] for s in report["steps"] if s["name"] == "smoke"] == ["skipped"]
     assert (target / "services" / UNIT).is_file()  # rendered for review, not installed

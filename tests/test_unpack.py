@@ -21,7 +21,7 @@ import tarfile
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,12 @@ def _record_hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_local_wheel(directory: Path) -> Path:
-    """A real wheel no index serves, with a console script, so `pack` vaults it."""
+def build_local_wheel(directory: Path, extra: Mapping[str, bytes] | None = None) -> Path:
+    """A real wheel no index serves, with a console script, so `pack` vaults it;
+    `extra`: more files (path in the wheel -> bytes), listed in its RECORD."""
     info = f"{LOCAL}-{LOCAL_VERSION}.dist-info"
     files = {
+        **(extra or {}),
         f"{LOCAL}/__init__.py": b"def main():\n    print('reprolocal ok')\n    return 0\n",
         f"{info}/METADATA": (
             f"Metadata-Version: 2.1\nName: {LOCAL}\nVersion: {LOCAL_VERSION}\n".encode()
@@ -274,7 +276,10 @@ def test_online_install_pins_every_dist_and_applies_patches(
         "models",
         "smoke",
     ]
-    assert report["steps"][2]["facts"] == {"installer": installer}
+    # What the venv's own seeding put in site-packages that runs at startup: the baseline
+    # of a --no-exec rerun (setuptools' .pth, seeded by `python -m venv` on 3.11).
+    seeded = [] if installer == "uv" else ["lib/python3.11/site-packages/distutils-precedence.pth"]
+    assert report["steps"][2]["facts"] == {"installer": installer, "startup_files": seeded}
     assert sorted(report["patches"]["written"]) == ["idna/repro_added.py", "six.py"]
     # The local wheel came from the vault, console script included.
     assert _run([str(unpacked_venv(target) / "bin" / LOCAL)]).strip() == "reprolocal ok"

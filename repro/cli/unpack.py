@@ -24,6 +24,7 @@ from repro.cli._progress import hash_progress
 from repro.errors import EXIT_OK
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
+from repro.install.unitinstall import SYSTEMD_DIR
 from repro.install.unpack import UnpackOptions, UnpackReport, unpack, unpatch_target
 from repro.ladder import RungResult
 from repro.signing import SignaturePolicy
@@ -39,6 +40,7 @@ STYLE = {
     "will run": "magenta",
     "would run": "magenta",
     "needs": "yellow",
+    "backed up": "yellow",
 }
 
 
@@ -80,17 +82,31 @@ Exit codes:
     "--installer", type=click.Choice(["auto", "uv", "pip"]), default="auto", show_default=True
 )
 @click.option("--cpu", is_flag=True, help="A CPU-only rebuild is intended (no GPU needed).")
-@click.option("--force", is_flag=True, help="Turn preflight failures into warnings.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Turn preflight failures into warnings; let --install-units take a unit name the "
+    "box already uses (a unit file repro did not install is backed up first).",
+)
 @click.option("--dry-run", is_flag=True, help="Stop after the preflight and print the plan.")
 @click.option("--replace", is_flag=True, help="Rebuild a target that holds another bundle.")
 @click.option("--models", type=click.Path(path_type=Path), help="Where model weights live.")
-@click.option("--install-units", is_flag=True, help="Copy units into /etc/systemd/system.")
+@click.option(
+    "--install-units", is_flag=True, help="Copy units into the units directory (--units-dir)."
+)
+@click.option(
+    "--units-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=SYSTEMD_DIR,
+    show_default=True,
+    help="Where --install-units puts the units; systemd is reloaded only for its own.",
+)
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke ladder at the end.")
 @click.option(
     "--no-exec",
     is_flag=True,
-    help="Run nothing from the bundle: print the server and unit commands instead; the "
-    "smoke ladder runs only the interpreter check.",
+    help="Run nothing from the bundle: print the server and unit commands instead, run no "
+    "smoke rung, build no source distribution; see docs/unpack.md.",
 )
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
@@ -114,6 +130,7 @@ def unpack_command(
     replace: bool,
     models: Path | None,
     install_units: bool,
+    units_dir: Path,
     no_smoke: bool,
     no_exec: bool,
     allowed_signers: Path | None,
@@ -154,6 +171,7 @@ def unpack_command(
         replace=replace,
         models=models,
         install_units=install_units,
+        units_dir=units_dir.absolute(),
         smoke=not no_smoke,
         no_exec=no_exec,
         signature=SignaturePolicy(allowed_signers, identity, require_signature),
@@ -172,7 +190,7 @@ def unpack_command(
         report = unpack(
             options,
             events=step,
-            smoke=ladder_step(cpu=cpu, no_exec=no_exec, log_dir=log_dir, on_rung=rung),
+            smoke=ladder_step(cpu=cpu, log_dir=log_dir, on_rung=rung),
             progress=bar,
         )
     if as_json:

@@ -18,8 +18,9 @@ from packaging.utils import canonicalize_name
 from repro.bundle import BundleInfo, load_bundle_info
 from repro.errors import InputError
 from repro.hashing import hash_files
-from repro.install.installer import compare_installed, read_installed, site_packages_of
+from repro.install.installer import compare_installed
 from repro.install.state import STATE_DIR, UnpackState, load_state
+from repro.install.targetsite import read_installed, site_packages_of
 from repro.install.workspace import venv_dir
 from repro.patchset import PatchEntry, load_patchset
 from repro.snapshot.lock import read_requirements_lock

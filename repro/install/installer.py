@@ -5,13 +5,16 @@ Two installers: `uv pip sync` (fast, when uv is available) and pip-tools'
 nothing: uv pip sync never adds a listed requirement's dependencies, and pip-sync
 is given `--pip-args --no-deps` (it runs `pip install -r`, which would otherwise
 resolve them, and fail offline for an environment that is not dependency-complete).
-Either way the installed set is read back through the new interpreter and
-compared with the lock.
+Either way the installed set is read back through the new interpreter (started
+without site processing: repro.install.targetsite) and compared with the lock.
+
+Both installers start the new venv's interpreter with site processing (uv to query
+it, pip-sync to run pip in it): `unpack --no-exec` lets them do so only while its
+site-packages holds no startup file the bundle put there (repro.install.unpack).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,7 +27,8 @@ from typing import Literal
 
 from packaging.utils import canonicalize_name
 
-from repro.errors import InputError, InstallError, UsageError
+from repro.errors import InstallError, UsageError
+from repro.install.targetsite import read_installed
 from repro.snapshot.lock import read_requirements_lock, render_pins_only
 
 Installer = Literal["uv", "pip"]
@@ -32,16 +36,6 @@ INSTALL_TIMEOUT = 3600
 # Seeded into every venv by `python -m venv`; not an installed difference when the lock
 # does not pin them.
 BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
-
-_LIST_SCRIPT = """
-import json, importlib.metadata as m
-out = {}
-for d in m.distributions():
-    name = d.metadata["Name"]
-    if name:
-        out.setdefault(name, d.version)
-print(json.dumps(out))
-"""
 
 
 @dataclass(frozen=True)
@@ -55,6 +49,9 @@ class InstallPlan:
     # pin name -> sha256 of the vault's wheels for it (env/vault.toml, verified with the
     # bundle): uv is given them so that its cache cannot stand in for the vault's bytes.
     vault_hashes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Wheels only: no source distribution is built (a build backend is code the
+    # bundle's sources choose, run on this box); `unpack --no-exec` sets it.
+    binary_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,6 +274,8 @@ def _install(interpreter: Path, plan: InstallPlan, installer: Installer, *, cwd:
         argv += ["--no-config", "--index-strategy", "unsafe-best-match"]
         if plan.offline:
             argv += ["--offline"]
+        if plan.binary_only:
+            argv += ["--no-build"]
         argv += [*_source_args(plan), str(plan.lock)]
         _run(argv, what="uv pip sync", env=env, hint=INSTALL_HINT, cwd=cwd)
         return
@@ -284,35 +283,10 @@ def _install(interpreter: Path, plan: InstallPlan, installer: Installer, *, cwd:
     base = [str(pip_sync)] if pip_sync.exists() else [sys.executable, "-m", "piptools", "sync"]
     argv = [*base, "--python-executable", str(interpreter), "-q"]
     # Exactly the lock, as uv does: pip installs the listed pins and resolves nothing.
-    argv += ["--pip-args", "--no-deps"]
+    argv += ["--pip-args", "--no-deps --only-binary :all:" if plan.binary_only else "--no-deps"]
     argv += [*_source_args(plan), str(plan.lock)]
     env["PIP_CONFIG_FILE"] = os.devnull
     _run(argv, what="pip-sync", env=env, hint=INSTALL_HINT, cwd=cwd)
-
-
-_SITE_SCRIPT = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-
-
-def site_packages_of(python: Path) -> Path:
-    result = subprocess.run(
-        [str(python), "-I", "-c", _SITE_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise InputError(f"{python}: cannot ask for its site-packages: {result.stderr.strip()}")
-    return Path(result.stdout.strip())
-
-
-def read_installed(interpreter: Path) -> dict[str, str]:
-    out = _run([str(interpreter), "-I", "-c", _LIST_SCRIPT], what=f"{interpreter}: list dists")
-    try:
-        data = json.loads(out)
-    except ValueError as exc:
-        raise InstallError(f"{interpreter}: unreadable distribution list") from exc
-    return {canonicalize_name(name): str(version) for name, version in data.items()}
 
 
 def compare_installed(pins: Mapping[str, str], installed: Mapping[str, str]) -> InstalledSetDiff:

@@ -30,6 +30,7 @@ from repro.diffapply import DiffApplyError, apply_unified_diff
 from repro.errors import InstallError, PatchConflictError, ReproError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install.atomic import atomic_unlink, atomic_write, exclusive_lock
+from repro.install.targetsite import NO_SITE
 from repro.patchset import PatchEntry, PatchSet
 
 Action = Literal["write", "delete", "skip"]
@@ -245,7 +246,7 @@ def syntax_check(python: Path, changes: Sequence[PlannedChange], timeout: float 
             items.append([change.entry.path, str(path)])
         try:
             result = subprocess.run(
-                [str(python), "-I", "-c", _COMPILE_SCRIPT],
+                [str(python), *NO_SITE, "-c", _COMPILE_SCRIPT],
                 input=json.dumps(items),
                 capture_output=True,
                 text=True,

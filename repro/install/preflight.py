@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from repro.cubin import inspection_budget, wheel_archs
 from repro.gpu import Verdict, arch_compatible
 from repro.install.gpuinfo import GpuInventory, query_gpus
+from repro.install.targetsite import NO_SITE
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -83,7 +84,7 @@ def _major_minor(version: str) -> str:
 def _python_facts(python: Path) -> dict[str, str] | None:
     try:
         result = subprocess.run(
-            [str(python), "-I", "-c", _PYTHON_FACTS],
+            [str(python), *NO_SITE, "-c", _PYTHON_FACTS],
             capture_output=True,
             text=True,
             timeout=60,

@@ -1,4 +1,5 @@
-"""Render a bundle's systemd units with the target's paths; install them only if asked.
+"""Render a bundle's systemd units with the target's paths (repro.install.unitinstall
+installs them, only if asked).
 
 A unit's environment files (its drop-in of credentials, repro.dropin, and the files its
 EnvironmentFile= named on the source) are written with mode 0600. A value the operator
@@ -8,17 +9,15 @@ has set in one of them on an earlier run is kept when it is rendered again.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro.dropin import required_names, unset_names
 from repro.errors import InstallError
 from repro.install.atomic import atomic_write
-from repro.snapshot.services import UNIT_SUFFIXES, render_unit, validate_unit_name
+from repro.snapshot.services import render_unit, validate_unit_name
+from repro.unitexec import unit_commands
 
-SYSTEMD_DIR = Path("/etc/systemd/system")
 _ENV_FILE_LINE = re.compile(r"^(?P<key>\s*EnvironmentFile\s*=\s*-?)(?P<path>\S+)\s*$", re.M)
 
 
@@ -26,7 +25,13 @@ _ENV_FILE_LINE = re.compile(r"^(?P<key>\s*EnvironmentFile\s*=\s*-?)(?P<path>\S+)
 class RenderedUnit:
     name: str
     path: Path
-    exec_start: tuple[str, ...]
+    # (key, command line) of every command the unit makes systemd run: ExecStartPre=,
+    # ExecStart=, ExecStartPost=, ExecReload=, ExecStop=... (repro.unitexec.EXEC_KEYS)
+    commands: tuple[tuple[str, str], ...]
+
+    def command_lines(self) -> list[str]:
+        """One line per command, as the unit file says it: `NAME: KEY=COMMAND`."""
+        return [f"{self.name}: {key}={command}" for key, command in self.commands]
 
 
 @dataclass(frozen=True)
@@ -150,25 +155,5 @@ def render_units(
                 text = _point_env_file(text, env_file.name, dest)
         path = out_dir / unit.name
         atomic_write(path, text.encode())
-        exec_start = tuple(
-            line.split("=", 1)[1].strip()
-            for line in text.splitlines()
-            if line.strip().startswith("ExecStart=")
-        )
-        rendered.append(RenderedUnit(unit.name, path, exec_start))
+        rendered.append(RenderedUnit(unit.name, path, tuple(unit_commands(text))))
     return rendered
-
-
-def install_units(units: list[RenderedUnit], *, systemd_dir: Path = SYSTEMD_DIR) -> list[Path]:
-    """Copy rendered units into systemd's directory (same name) and reload systemd."""
-    installed: list[Path] = []
-    for unit in units:
-        if not unit.name.endswith(UNIT_SUFFIXES) or "/" in unit.name:
-            raise InstallError(f"{unit.name}: refusing to install a unit under another name")
-        dest = systemd_dir / unit.name
-        atomic_write(dest, unit.path.read_bytes())
-        installed.append(dest)
-    systemctl = shutil.which("systemctl")
-    if systemctl is not None and Path("/run/systemd/system").is_dir():
-        subprocess.run([systemctl, "daemon-reload"], check=False, timeout=60)
-    return installed

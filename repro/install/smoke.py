@@ -13,7 +13,6 @@ from repro.dropin import dropin_member, read_values, required_names
 from repro.ladder import RUNG_NAMES, LaunchSpec, RungResult, RungStatus, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 
-NO_EXEC_RUNGS = ("python",)
 # interpreter, the kept bundle directory, its bundle.toml, and the target's values of
 # ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS}
 SmokeStep = Callable[[Path, Path, BundleInfo, Mapping[str, str]], dict[str, Any]]
@@ -60,21 +59,20 @@ def with_unit_credentials(launch: LaunchSpec, info: BundleInfo, home: Path) -> L
 def ladder_step(
     *,
     cpu: bool,
-    no_exec: bool,
     log_dir: Path | None,
     on_rung: Callable[[RungResult], None] | None = None,
 ) -> SmokeStep:
     """A smoke step for `unpack`: the rungs the bundle's [ladder] selects (every rung
-    where it selects none). With --no-exec only the interpreter check runs: the other
-    rungs import the installed (and patched) stack, and the server rung runs the
-    bundle's own launch command with the target's paths filled in."""
+    where it selects none). `unpack --no-exec` runs no rung at all: each starts the
+    rebuilt interpreter (which runs the .pth files of its site-packages), the later ones
+    import the installed, patched stack, and the server rung runs the bundle's own
+    launch command."""
 
     def step(
         interpreter: Path, bundle_dir: Path, info: BundleInfo, variables: Mapping[str, str]
     ) -> dict[str, Any]:
-        rungs = NO_EXEC_RUNGS if no_exec else None  # None: the bundle's selection
         spec = spec_from_bundle_dir(
-            bundle_dir, interpreter, cpu=cpu, rungs=rungs, log_dir=log_dir, variables=variables
+            bundle_dir, interpreter, cpu=cpu, log_dir=log_dir, variables=variables
         )
         if spec.launch is not None and "REPRO_HOME" in variables:
             launch = with_unit_credentials(spec.launch, info, Path(variables["REPRO_HOME"]))

@@ -28,6 +28,7 @@ from repro.bundleview import VaultEntry, load_vault
 from repro.errors import (
     BundleFormatError,
     InputError,
+    InstallError,
     PreflightError,
     ReproError,
     SmokeError,
@@ -43,23 +44,29 @@ from repro.install.installer import (
     choose_installer,
     create_venv,
     install_lock,
-    site_packages_of,
     verify_installed,
 )
 from repro.install.models import ModelCheck, check_models
 from repro.install.patching import PatchResult, apply_patches, unpatch
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.services import (
-    SYSTEMD_DIR,
+    RenderedUnit,
     RequiredSecret,
     check_units,
-    install_units,
     render_units,
     required_secrets,
 )
 from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
 from repro.install.state import STATE_DIR, STEPS, BundleIdentity, UnpackState, open_state
+from repro.install.targetsite import site_packages_of, startup_files
+from repro.install.unitinstall import (
+    SYSTEMD_DIR,
+    install_unit_files,
+    place_units,
+    refuse_conflicts,
+    reload_systemd,
+)
 from repro.install.workspace import (
     models_dir,
     path_values,
@@ -95,6 +102,7 @@ class UnpackOptions:
     replace: bool = False
     models: Path | None = None
     install_units: bool = False
+    units_dir: Path = SYSTEMD_DIR  # where --install-units puts them
     smoke: bool = True
     no_exec: bool = False
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
@@ -510,6 +518,10 @@ def _unpack_verified(
                 hint="fix the listed problems, or pass --force to go on anyway",
             )
         python = preflight.python
+        if options.install_units and not options.no_exec:
+            # A unit name the box already uses stops the run before anything is written.
+            names = check_units(bundle_dir, where=info.top_dir)
+            refuse_conflicts(place_units(names, options.units_dir), force=options.force)
         if options.dry_run:
             report.steps.append(StepReport("preflight", "done", "dry run: stopping here"))
             report.pending = _pending(state, options)
@@ -574,9 +586,22 @@ def _install_steps(
         interpreter = venv / "bin" / "python"
         if not run.skip_if_done("venv"):
             assert python is not None
+            if options.no_exec:
+                _refuse_startup_files(venv, seeded=(), before="creating the venv")
             create_venv(python, venv, installer)
-            run.done("venv", f"fresh venv at {venv} ({installer})", installer=installer)
+            # What the venv's own seeding put there: the baseline a --no-exec rerun of
+            # the install step compares with.
+            seeded = startup_files(venv)
+            run.done(
+                "venv",
+                f"fresh venv at {venv} ({installer})",
+                installer=installer,
+                startup_files=seeded,
+            )
         if not run.skip_if_done("install"):
+            if options.no_exec:
+                seeded = state.facts.get("venv", {}).get("startup_files", [])
+                _refuse_startup_files(venv, seeded=seeded, before="running the installer")
             lock = read_requirements_lock(kept / "env" / "requirements.lock")
             sources = package_sources(
                 lock, vault=kept / "env" / "wheels", offline=options.offline, where=str(kept)
@@ -590,6 +615,7 @@ def _install_steps(
                 find_links=sources.find_links,
                 offline=sources.offline,
                 vault_hashes=_vault_hashes(kept) if sources.vault is not None else {},
+                binary_only=options.no_exec,
             )
             install_lock(interpreter, plan, installer)
             pins = {pin.name: pin.version for pin in lock.pins}
@@ -635,21 +661,9 @@ def _install_steps(
                 models=models_dir(target, options.models),
             )
             detail = f"{len(units)} unit(s) rendered into {target / 'services'}"
+            facts: dict[str, Any] = {}
             if (options.install_units or options.no_exec) and units:
-                label = "would run" if options.no_exec else "will run"
-                for unit in units:
-                    line = (
-                        f"install {unit.path} as {SYSTEMD_DIR / unit.name}, "
-                        f"which runs: {' ; '.join(unit.exec_start) or '(no ExecStart)'}"
-                    )
-                    if options.no_exec:
-                        report.would_run.append(line)
-                    run.events("services", label, line)
-                if options.no_exec:
-                    detail += "; --no-exec: not installed"
-                elif options.install_units:
-                    installed = install_units(units)
-                    detail += f"; installed {', '.join(str(p) for p in installed)}"
+                detail += _install_or_show_units(run, units, options, facts)
             run.done(
                 "services",
                 detail,
@@ -657,6 +671,7 @@ def _install_steps(
                 rendered={
                     u.path.relative_to(target).as_posix(): sha256_file(u.path) for u in units
                 },
+                **facts,
             )
         report.secrets = required_secrets(kept, target)
         _say_secrets(run, report.secrets)
@@ -675,7 +690,9 @@ def _install_steps(
                     run.events("smoke server", "would run", line)
                 elif options.smoke and smoke is not None:
                     run.events("smoke server", "will run", line)
-            if not options.smoke or smoke is None:
+            if options.no_exec:
+                run.skipped("smoke", NO_EXEC_SMOKE)
+            elif not options.smoke or smoke is None:
                 run.skipped("smoke", "--no-smoke" if not options.smoke else "no ladder available")
             else:
                 report.smoke = smoke(interpreter, kept, info, values)
@@ -695,6 +712,61 @@ def _install_steps(
         raise
     run.save()
     return report
+
+
+def _install_or_show_units(
+    run: _Run, units: Sequence[RenderedUnit], options: UnpackOptions, facts: dict[str, Any]
+) -> str:
+    """--install-units: print each unit's every command, then install them (a unit
+    repro did not install is replaced only with --force, and backed up). --no-exec:
+    the same lines, as would_run, and nothing installed. The step's detail suffix."""
+    placements = place_units([u.name for u in units], options.units_dir)
+    label = "would run" if options.no_exec else "will run"
+    for unit, placement in zip(units, placements, strict=True):
+        lines = [
+            f"install {unit.path} as {placement.dest} ({placement.describe()})",
+            *unit.command_lines(),
+        ]
+        for line in lines:
+            if options.no_exec:
+                run.report.would_run.append(line)
+            run.events("services", label, line)
+    if options.no_exec:
+        return "; --no-exec: not installed"
+    installed = install_unit_files(
+        placements, [u.path.read_bytes() for u in units], force=options.force
+    )
+    reload_systemd(options.units_dir)
+    backups = {str(i.dest): str(i.backup) for i in installed if i.backup is not None}
+    facts["installed"] = [str(i.dest) for i in installed]
+    facts["backups"] = backups
+    for dest, backup in backups.items():
+        run.events("services", "backed up", f"{dest} to {backup} (--force)")
+    return f"; installed {', '.join(str(i.dest) for i in installed)}" + "".join(
+        f"; {dest} was backed up to {backup}" for dest, backup in backups.items()
+    )
+
+
+NO_EXEC_SMOKE = (
+    "--no-exec: no rung runs (each starts the rebuilt interpreter, which runs the .pth "
+    "files of its site-packages)"
+)
+
+
+def _refuse_startup_files(venv: Path, *, seeded: Sequence[str], before: str) -> None:
+    """--no-exec: the installer (and `python -m venv` on an existing directory) starts
+    the venv's interpreter with site processing, which runs every .pth file and
+    sitecustomize in its site-packages. Any there that the venv's own seeding did not
+    make came from an earlier, interrupted run of this bundle's install: refuse."""
+    found = [name for name in startup_files(venv) if name not in seeded]
+    if found:
+        raise InstallError(
+            f"{venv}: refusing under --no-exec before {before}: its site-packages holds "
+            "startup files an earlier, interrupted install put there, which the installer "
+            "would run when it starts the interpreter:\n"
+            + "\n".join(f"  - {venv / name}" for name in found),
+            hint=f"remove {venv} and unpack again, or run without --no-exec",
+        )
 
 
 def _check_drift(run: _Run, target: Path, jobs: int | None) -> None:

@@ -31,7 +31,12 @@ from repro.unitexec import ServiceExec, parse_service
 UNIT_SUFFIXES = (".service", ".socket", ".timer", ".path", ".target", ".mount")
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
-_UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
+# systemd's unit name grammar (systemd.unit(5), unit_name_is_valid): PREFIX[@INSTANCE]
+# .TYPE of [A-Za-z0-9:_.\-], at most 255 characters, and one rule of repro's own: the
+# name starts with a letter or digit. A leading '-' is systemd's escape of '/' (-.mount
+# is the root file system, -.slice the root slice), never a bundle's own unit.
+_UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?")
+UNIT_NAME_MAX = 255
 _ENV_FILE = re.compile(r"^\s*EnvironmentFile\s*=\s*-?(?P<path>\S+)\s*$", re.MULTILINE)
 
 
@@ -109,10 +114,18 @@ class CapturedUnit:
 
 def validate_unit_name(name: str, *, source: str) -> None:
     """A unit's name must be a plain systemd name; it is installed under it."""
-    if not _UNIT_NAME.match(name) or not name.endswith(UNIT_SUFFIXES) or name.startswith("."):
+    stem, dot, suffix = name.rpartition(".")
+    if (
+        not dot
+        or f".{suffix}" not in UNIT_SUFFIXES
+        or len(name) > UNIT_NAME_MAX
+        or not _UNIT_NAME.fullmatch(stem)
+    ):
         raise InputError(
-            f"{source}: {name!r} is not a systemd unit name",
-            hint=f"unit files end in one of {', '.join(UNIT_SUFFIXES)} and hold no '/'",
+            f"{source}: {name!r} is not a systemd unit name repro installs",
+            hint=f"a unit file is named PREFIX[@INSTANCE] plus one of {', '.join(UNIT_SUFFIXES)}"
+            f" (at most {UNIT_NAME_MAX} characters of A-Z a-z 0-9 : _ . \\ -, starting "
+            "with a letter or digit); rename it in the workspace and pack again",
         )
 
 
