@@ -553,6 +553,86 @@ def test_tampered_bundle_is_refused_before_anything_is_created(
     assert not list(tmp_path.glob(".repro-unpack-*"))
 
 
+EDIT_DURING_PREFLIGHT = """
+import hashlib, pathlib, sys
+# TEST DOUBLE of nvidia-smi (no GPU on this machine). Called by the preflight, after the
+# bundle directory verified: it changes the directory as anyone who can write to it
+# could, the patched six.py and, so that they agree, its patched_sha256 in patches.toml;
+# then it answers as the real tool does on a box without GPUs.
+bundle = pathlib.Path({bundle!r})
+full = bundle / "patches" / "full" / "six" / "six.py"
+old = full.read_bytes()
+if b"PATCHED = 1\\n" in old:
+    new = old.replace(b"PATCHED = 1\\n", b"PATCHED = 'edited after verification'\\n")
+    full.write_bytes(new)
+    toml = bundle / "patches" / "patches.toml"
+    digests = hashlib.sha256(old).hexdigest(), hashlib.sha256(new).hexdigest()
+    toml.write_text(toml.read_text().replace(*digests))
+    (bundle.parent / "edited").write_text("yes")
+print("No devices were found")
+sys.exit(6)
+"""
+
+
+def test_a_directory_bundle_edited_during_preflight_installs_what_was_verified(
+    bundles: Bundles, tmp_path: Path
+) -> None:
+    """`repro unpack DIR/` verifies DIR, then the preflight runs; an edit made to DIR in
+    between must not reach the target: the directory is copied into staging, hashed
+    while copied, and every later step reads that verified copy."""
+    directory = extract(bundles.all_wheels, tmp_path / "dir")
+    double = tmp_path / "double"
+    double.mkdir()
+    script = double / "nvidia-smi"
+    script.write_text(f"#!{sys.executable}\n" + EDIT_DURING_PREFLIGHT.format(bundle=str(directory)))
+    script.chmod(0o755)
+    target = tmp_path / "t"
+    result = unpack(
+        directory,
+        target,
+        "--cpu",
+        "--no-smoke",
+        "--offline",
+        env={"PATH": f"{double}{os.pathsep}{os.environ['PATH']}", **NO_NETWORK},
+    )
+    ok(result)
+    # the edit really happened, between verification and use
+    assert (tmp_path / "dir" / "edited").read_text() == "yes"
+    assert b"edited after verification" in (directory / "patches/full/six/six.py").read_bytes()
+    installed_six = (site_packages(unpacked_venv(target)) / "six.py").read_text()
+    assert "PATCHED = 1\n" in installed_six
+    assert "edited after verification" not in installed_six
+    kept = target / ".repro" / "bundle"
+    assert b"edited after verification" not in (kept / "patches/full/six/six.py").read_bytes()
+    assert_round_trip(target, bundles.all_wheels)
+    assert not list(tmp_path.glob(".repro-unpack-*"))
+
+
+def test_a_directory_bundle_holding_a_link_is_refused_naming_it(
+    bundle_dir: Path, tmp_path: Path
+) -> None:
+    """A bundle holds only directories and regular files (the archive reader refuses
+    the rest): a directory bundle with a link to a file outside, or a FIFO, is refused
+    naming each, before anything is created; the link is never read."""
+    directory = tmp_path / "dir" / bundle_dir.name
+    shutil.copytree(bundle_dir, directory)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    (directory / "files").mkdir(exist_ok=True)
+    (directory / "files" / "leak.txt").symlink_to(outside)
+    os.mkfifo(directory / "files" / "queue")
+    parent = tmp_path / "targets"
+    parent.mkdir()
+    result = unpack(directory, parent / "t", "--cpu", "--no-smoke", timeout=120)
+    assert result.returncode == 1, result.stderr.decode()
+    err = result.stderr.decode()
+    assert "holds what a bundle never holds" in err
+    assert "files/leak.txt: a symbolic link" in err and "files/queue: a FIFO" in err
+    assert "Traceback" not in err
+    assert list(parent.iterdir()) == []
+    assert not list(parent.glob(".repro-unpack-*"))
+
+
 def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path: Path) -> None:
     target = tmp_path / "new" / "deeper" / "t"
     before = sorted(tmp_path.rglob("*"))
