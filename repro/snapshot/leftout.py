@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.config import CONFIG_NAME
+from repro.manifest import printable_path
 from repro.snapshot.models import ModelReference
 
 # Workspace files larger than this are not carried under files/ (checkpoints, data
@@ -94,7 +95,7 @@ def uncovered_entries(source: Path, covered: Iterable[Path]) -> list[LeftOut]:
         kind = "directory" if entry.is_dir() else "file"
         out.append(
             LeftOut(
-                name + ("/" if entry.is_dir() else ""),
+                printable_path(name) + ("/" if entry.is_dir() else ""),
                 f"a {kind} no rule selects (not the venv, a unit, a model, patches or a "
                 "file pattern); add it to [files] include in repro.toml to carry it",
             )
