@@ -8,6 +8,7 @@ is no GPU here) and a small HTTP server that drops a connection on purpose.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import http.server
 import io
@@ -631,6 +632,67 @@ def test_a_directory_bundle_holding_a_link_is_refused_naming_it(
     assert "Traceback" not in err
     assert list(parent.iterdir()) == []
     assert not list(parent.glob(".repro-unpack-*"))
+
+
+def _report_path_that_cannot_be_written(target: Path) -> Path:
+    """The report's path taken by a directory: writing the report fails for real
+    (EISDIR), as it does on a full disk, while the rest of .repro/ stays writable."""
+    report = target / ".repro" / "unpack-report.json"
+    report.mkdir(parents=True)
+    (report / "keep").write_text("")
+    return report
+
+
+def test_the_installer_error_survives_a_report_that_cannot_be_written(
+    bundles: Bundles, tmp_path: Path
+) -> None:
+    """On a full disk the installer fails, then so does the report write: the user must
+    see the install error (exit 3, the installer's words), with the report's failure
+    after it, not an exit 1 about the report. Both failures are real here: --offline
+    with demo 1, whose vault holds only the local wheel (six and idna cannot be found),
+    and a report path that is a directory."""
+    target = tmp_path / "t"
+    report = _report_path_that_cannot_be_written(target)
+    result = unpack(bundles.default, target, "--cpu", "--no-smoke", "--offline", env=NO_NETWORK)
+    err = result.stderr.decode()
+    assert result.returncode == 3, err
+    assert "Traceback" not in err
+    message = err.split("repro: error: ", 1)[1]
+    assert message.startswith("uv pip sync failed (exit") or message.startswith("pip-sync"), err
+    assert "was not found" in message  # the installer's own words name what it lacks
+    assert f"(the report {report.resolve()} could not be written either: Is a directory)" in message
+    assert "install" not in state(target)["done"]
+
+
+def test_a_full_disk_mid_step_is_an_install_error_naming_the_step(
+    bundles: Bundles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC raised in repro's own code during a step (not by the installer) is an
+    install failure too: exit 3 naming the step and the cause, with the report's own
+    failure mentioned. Library level: a full disk cannot be made here without root, so
+    a TEST DOUBLE of `create_venv` raises ENOSPC as Python does on a full disk; the
+    report write fails for real (its path is a directory)."""
+    from repro.errors import InstallError
+    from repro.install import unpack as unpack_module
+
+    target = tmp_path / "t"
+    report = _report_path_that_cannot_be_written(target)
+
+    def full_disk(python: Path, venv: Path, installer: str) -> None:  # TEST DOUBLE
+        raise OSError(errno.ENOSPC, "No space left on device", str(venv / "bin" / "python"))
+
+    monkeypatch.setattr(unpack_module, "create_venv", full_disk)
+    options = unpack_module.UnpackOptions(
+        bundle=str(bundles.all_wheels), target=target, cpu=True, offline=True, smoke=False
+    )
+    with pytest.raises(InstallError) as caught:
+        unpack_module.unpack(options)
+    message = caught.value.message
+    assert caught.value.exit_code == 3
+    assert message.startswith("venv: No space left on device (")
+    assert "/bin/python)" in message.splitlines()[0]
+    assert f"(the report {report.resolve()} could not be written either" in message
+    assert "preflight" in state(target)["done"] and "venv" not in state(target)["done"]
 
 
 def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from repro.bundleview import VaultEntry, load_vault
 from repro.errors import (
     BundleFormatError,
     InputError,
+    InstallError,
     PreflightError,
     ReproError,
     SmokeError,
@@ -684,13 +685,34 @@ def _install_steps(
                     )
     except ReproError as exc:
         run.failed(exc)
-        # The step's own error is what the operator needs; a report that cannot be
-        # written too (a full disk) must not replace it.
-        with contextlib.suppress(OSError):
-            run.save()
+        _save_after_failure(run, exc)
         raise
+    except OSError as exc:
+        # The machine said no in the middle of a step (a full disk, a permission): the
+        # install failed, and the step and the cause say where.
+        error = InstallError(
+            f"{run.running or 'unpack'}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else ""),
+            hint="free the space or fix the cause, then run unpack again: it resumes at this step",
+        )
+        run.failed(error)
+        _save_after_failure(run, error)
+        raise error from exc
     run.save()
     return report
+
+
+def _save_after_failure(run: _Run, error: ReproError) -> None:
+    """Save the report of a failed run. The step's own error is what the operator needs:
+    a report that cannot be written too (the same full disk) is added to its message,
+    never put in its place."""
+    try:
+        run.save()
+    except OSError as exc:
+        where = run.state.target / STATE_DIR / REPORT
+        error.message += (
+            f"\n(the report {where} could not be written either: {exc.strerror or exc})"
+        )
 
 
 def _check_drift(run: _Run, target: Path) -> None:
