@@ -31,7 +31,7 @@ from repro.archive import (
     ArchiveLimits,
     DirWalker,
 )
-from repro.errors import InputError, VerificationError
+from repro.errors import InputError, UsageError, VerificationError
 from repro.manifest import ProgressSink, printable_path
 from repro.membercopy import MemberCopier
 from repro.tarformat import name_problem
@@ -63,8 +63,10 @@ class _Copy:
         dest: DirWalker,
         copier: MemberCopier,
         limits: ArchiveLimits,
+        own: tuple[int, int],
     ) -> None:
         self.source = source
+        self.own = own  # (st_dev, st_ino) of the copy: skipped if it is inside the source
         self.source_fd = source_fd
         self.dest = dest
         self.copier = copier
@@ -103,7 +105,10 @@ class _Copy:
                 if problem is not None:
                     self.refuse(rel, problem)
                     continue
-                mode = entry.stat(follow_symlinks=False).st_mode
+                info = entry.stat(follow_symlinks=False)
+                mode = info.st_mode
+                if (info.st_dev, info.st_ino) == self.own:
+                    continue  # the staging copy itself (unpack run inside the bundle)
                 if stat.S_ISDIR(mode):
                     subdirs.append(child)
                 elif stat.S_ISREG(mode):
@@ -180,16 +185,17 @@ def copy_bundle_dir(
     try:
         dest.mkdir(mode=0o700)
         dest_fd = os.open(dest, DIR_FLAGS)
-    except BaseException:
+    except OSError as exc:
         os.close(source_fd)
-        raise
+        raise UsageError(f"cannot create a staging directory at {dest}: {exc.strerror}") from exc
+    own = os.fstat(dest_fd)
     walker = DirWalker(dest_fd)
     if progress is not None:
         progress.start(0, 0)  # sizes are learnt while walking, as for a stream
     advance = progress.advance if progress is not None else None
     try:
         with MemberCopier(source_fd, str(source), jobs, on_copied=advance) as copier:
-            copy = _Copy(source, source_fd, walker, copier, limits)
+            copy = _Copy(source, source_fd, walker, copier, limits, (own.st_dev, own.st_ino))
             pending: list[tuple[str, ...]] = [()]
             while pending:
                 pending.extend(reversed(copy.directory(pending.pop())))

@@ -634,6 +634,19 @@ def test_a_directory_bundle_holding_a_link_is_refused_naming_it(
     assert not list(parent.glob(".repro-unpack-*"))
 
 
+def test_a_directory_bundle_unpacked_from_inside_itself(bundle_dir: Path, tmp_path: Path) -> None:
+    """`cd DIR && repro unpack . --target t`: the staging copy goes beside the target,
+    inside DIR; the copy must not copy itself (it would nest until the name limit)."""
+    directory = tmp_path / bundle_dir.name
+    shutil.copytree(bundle_dir, directory)
+    result = run_repro(
+        "unpack", ".", "--target", "t", "--cpu", "--dry-run", cwd=directory, timeout=300
+    )
+    ok(result)
+    assert "dry run, nothing was created" in result.stdout.decode()
+    assert not list(directory.glob(".repro-unpack-*")) and not (directory / "t").exists()
+
+
 def _report_path_that_cannot_be_written(target: Path) -> Path:
     """The report's path taken by a directory: writing the report fails for real
     (EISDIR), as it does on a full disk, while the rest of .repro/ stays writable."""
