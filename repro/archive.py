@@ -997,11 +997,11 @@ def _check_dest(dest: Path) -> None:
         )
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class _DirWalker:
+class DirWalker:
     """Opens directories below a root fd, creating them (0755) where missing.
 
     Every component is opened with O_NOFOLLOW relative to its parent, so nothing
@@ -1025,7 +1025,7 @@ class _DirWalker:
                     created = True
                 except FileExistsError:
                     created = False
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = os.open(part, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
                 if created:
@@ -1043,11 +1043,11 @@ class _DirWalker:
             self._cached = None
 
 
-def _create_member(walker: _DirWalker, member: SafeMember) -> int:
+def _create_member(walker: DirWalker, member: SafeMember) -> int:
     """A new file for `member` (O_EXCL, no links followed), with its mode; its fd."""
     parts = (member.top, *member.name.split("/"))
     parent_fd = walker.open(parts[:-1])
-    fd = os.open(parts[-1], _FILE_FLAGS, 0o600, dir_fd=parent_fd)
+    fd = os.open(parts[-1], NEW_FILE_FLAGS, 0o600, dir_fd=parent_fd)
     try:
         os.fchmod(fd, member.mode)
     except BaseException:
@@ -1056,7 +1056,7 @@ def _create_member(walker: _DirWalker, member: SafeMember) -> int:
     return fd
 
 
-def _write_member(walker: _DirWalker, member: SafeMember, data: BinaryIO) -> str:
+def _write_member(walker: DirWalker, member: SafeMember, data: BinaryIO) -> str:
     """Write a member's data read through Python (a pipe or a compressed archive),
     hashing it as it passes; return its sha256."""
     digest = hashlib.sha256()
@@ -1085,8 +1085,8 @@ def _extract_into(
     progress: ProgressSink | None = None,
 ) -> Path:
     advance = progress.advance if progress is not None else None
-    root_fd = os.open(staging, _DIR_FLAGS)
-    walker = _DirWalker(root_fd)
+    root_fd = os.open(staging, DIR_FLAGS)
+    walker = DirWalker(root_fd)
     top: str | None = None
     source_fd = _fileno(stream)
     try:

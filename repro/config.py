@@ -16,6 +16,7 @@ from typing import Any
 from repro import _toml
 from repro.bundle import MAX_TIMEOUT_S
 from repro.errors import ConfigError
+from repro.tarformat import uncarried_name
 from repro.treeglob import glob_tree, matched_entries
 
 CONFIG_NAME = "repro.toml"
@@ -199,6 +200,12 @@ class _Checker:
         for pattern in patterns:
             result = glob_tree(self.source, pattern, source=str(self.source / CONFIG_NAME))
             matches = list(result.files)
+            if refused is not None:
+                for path in [*matches]:
+                    why = uncarried_name(path.relative_to(self.source).as_posix())
+                    if why is not None:
+                        refused[path] = why
+                        matches.remove(path)
             for link in result.links:
                 why = link_refusal(link, root)
                 if why is None or (refused is None and link.is_file()):

@@ -1,4 +1,5 @@
-"""Copying members out of an uncompressed archive file, several at a time, hashing them.
+"""Copying members out of an uncompressed archive file (or files out of a bundle
+directory), several at a time, hashing them.
 
 An unpack extracts the bundle into staging and then checks every file against the
 manifest. Extracting with copy_file_range and hashing afterwards read each byte twice.
@@ -24,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
 from repro.directio import ALIGN, direct_io_setting, pwrite_all
-from repro.errors import ArchiveError
+from repro.errors import ArchiveError, VerificationError
 from repro.hashing import default_jobs
 
 COPY_BUFFER = 4 << 20
@@ -38,10 +39,11 @@ def direct_io_enabled() -> bool:
 
 
 class MemberCopier:
-    """Copies (offset, size) ranges of the archive file `source_fd` into member files
-    opened by the caller, `jobs` at a time; `finish` returns name -> sha256 of what was
-    written. Use as a context manager: leaving it on an error waits for the copies in
-    flight and closes every descriptor it was given."""
+    """Copies (offset, size) ranges of the archive file `source_fd` (or of a file of the
+    member's own, `submit(source_fd=...)`) into member files opened by the caller, `jobs`
+    at a time; `finish` returns name -> sha256 of what was written. Use as a context
+    manager: leaving it on an error waits for the copies in flight and closes every
+    descriptor it was given."""
 
     def __init__(
         self,
@@ -56,7 +58,7 @@ class MemberCopier:
         self._source = source
         self._jobs = max(1, min(jobs or default_jobs(), MAX_JOBS))
         self._pool = ThreadPoolExecutor(self._jobs, thread_name_prefix="repro-extract")
-        self._pending: list[tuple[str, int, int, Future[str]]] = []
+        self._pending: list[tuple[str, tuple[int, ...], int, Future[str]]] = []
         self._digests: dict[str, str] = {}
         self._local = threading.local()
         self._direct = direct_io_enabled()
@@ -74,10 +76,14 @@ class MemberCopier:
             self._abort()
         self._pool.shutdown(wait=True)
 
-    def submit(self, name: str, out_fd: int, offset: int, size: int) -> None:
-        """Copy `size` bytes at `offset` into `out_fd` (which this copier closes)."""
-        future = self._pool.submit(self._copy, name, out_fd, offset, size)
-        self._pending.append((name, out_fd, size, future))
+    def submit(
+        self, name: str, out_fd: int, offset: int, size: int, *, source_fd: int | None = None
+    ) -> None:
+        """Copy `size` bytes at `offset` of the archive, or of `source_fd` when given,
+        into `out_fd`; this copier closes `out_fd` and `source_fd`."""
+        fds = (out_fd,) if source_fd is None else (out_fd, source_fd)
+        future = self._pool.submit(self._copy, name, fds, offset, size)
+        self._pending.append((name, fds, size, future))
         # bounded: at most a few members (and their descriptors) wait
         while len(self._pending) > 2 * self._jobs:
             self._collect(self._pending.pop(0))
@@ -87,17 +93,18 @@ class MemberCopier:
             self._collect(self._pending.pop(0))
         return self._digests
 
-    def _collect(self, item: tuple[str, int, int, Future[str]]) -> None:
+    def _collect(self, item: tuple[str, tuple[int, ...], int, Future[str]]) -> None:
         name, _fd, size, future = item
         self._digests[name] = future.result()
         if self._on_copied is not None:
             self._on_copied(size)
 
     def _abort(self) -> None:
-        for _name, fd, _size, future in self._pending:
+        for _name, fds, _size, future in self._pending:
             if future.cancel():
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         for _name, _fd, _size, future in self._pending:
             if not future.cancelled():
                 with contextlib.suppress(BaseException):
@@ -111,19 +118,26 @@ class MemberCopier:
             self._local.buffer = buffer
         return buffer
 
-    def _copy(self, name: str, out_fd: int, offset: int, size: int) -> str:
+    def _copy(self, name: str, fds: tuple[int, ...], offset: int, size: int) -> str:
         try:
-            return self._copy_open(name, out_fd, offset, size)
+            return self._copy_open(name, fds, offset, size)
         finally:
-            os.close(out_fd)
+            for fd in fds:
+                os.close(fd)
 
-    def _copy_open(self, name: str, out_fd: int, offset: int, size: int) -> str:
+    def _copy_open(self, name: str, fds: tuple[int, ...], offset: int, size: int) -> str:
+        out_fd, source_fd = fds[0], fds[1] if len(fds) > 1 else self._source_fd
         digest = hashlib.sha256()
         view = memoryview(self._buffer())
         direct = self._direct and size >= DIRECT_MIN and _set_direct(out_fd, True)
         done = 0
         while done < size:
-            count = os.preadv(self._source_fd, [view[: min(len(view), size - done)]], offset)
+            count = os.preadv(source_fd, [view[: min(len(view), size - done)]], offset)
+            if not count and len(fds) > 1:
+                raise VerificationError(
+                    f"{self._source}/{name}: the file became shorter while it was copied "
+                    "(something is changing it)"
+                )
             if not count:
                 raise ArchiveError(
                     f"{self._source}: archive is truncated: it ends inside member {name!r}"

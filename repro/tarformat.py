@@ -68,6 +68,14 @@ def name_problem(rel: str) -> str | None:
     return None
 
 
+def uncarried_name(rel: str) -> str | None:
+    """Why a file cannot travel in a bundle for its name alone, or None: the bundle's
+    writer and reader take only plain UTF-8 names (no control characters, no backslash),
+    so a name that is not one (undecodable bytes arrive as surrogates) is left out."""
+    problem = name_problem(rel)
+    return None if problem is None else f"{problem}: a bundle cannot hold it"
+
+
 # --- writing -------------------------------------------------------------------------
 
 

@@ -198,6 +198,67 @@ def test_a_distribution_without_record_is_named(packed: Packed) -> None:
     assert "six: no RECORD" in packed.printed
 
 
+def _write_bytes_named(name: bytes, data: bytes) -> None:
+    """A file whose name is raw bytes (pathlib would need surrogates to name it)."""
+    with open(name, "wb") as stream:
+        stream.write(data)
+
+
+def test_names_that_are_not_utf8_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    """Names that are not UTF-8 (Latin-1 bytes, as an old tool or a zip from Windows
+    leaves them): an added file of idna, one in a directory of its own, and a bench file.
+    A bundle names files in UTF-8, so none can be carried: before, `repro pack` died with
+    UnicodeEncodeError. Now each is left out, named with \\xNN escapes in the warnings,
+    the report and what pack printed, and the rest is packed."""
+    root = tmp_path / "svc"
+    root.mkdir()
+    venv = make_venv(PYTHON_311, root / "venv")
+    pip(venv, "install", "-q", "idna")
+    idna = bytes(venv.site_packages / "idna")
+    _write_bytes_named(idna + b"/bad\xff.py", b"BAD_NAME = 1\n")
+    os.mkdir(idna + b"/d\xe9j\xe0")
+    _write_bytes_named(idna + b"/d\xe9j\xe0/inner.py", b"INNER = 1\n")
+    bench = root / "bench"
+    bench.mkdir()
+    (bench / "run.sh").write_text("#!/bin/sh\necho bench\n")
+    _write_bytes_named(bytes(bench) + b"/r\xe9sultat.txt", b"resultat\n")
+    (root / "repro.toml").write_text('[files]\ninclude = ["bench/**/*"]\n')
+    out = tmp_path / "out"
+    proc = run_repro(
+        "pack",
+        str(root),
+        "-o",
+        f"{out}/",
+        "--version",
+        "1",
+        env={"VIRTUAL_ENV": None},
+        timeout=TIMEOUT,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    reason = "the name is not valid UTF-8: a bundle cannot hold it"
+    assert f"{root}/bench/r\\xe9sultat.txt: {reason}; not carried" in err
+    assert f"idna: idna/bad\\xff.py: {reason}" in err
+    assert f"idna: idna/d\\xe9j\\xe0/inner.py: {reason}" in err
+    into = out / "x"
+    into.mkdir()
+    run(["tar", "-xf", str(out / "svc-1.tar"), "-C", str(into)])
+    (tree,) = into.iterdir()
+    report = json.loads((tree / "env" / "pack-report.json").read_text())
+    assert f"{root}/bench/r\\xe9sultat.txt: {reason}; not carried" in report["warnings"]
+    assert {"path": "bench/r\\xe9sultat.txt", "reason": reason} in report["left_out"]
+    skipped = {(f["dist"], f["path"]) for f in report["skipped_files"]}
+    assert {("idna", "idna/bad\\xff.py"), ("idna", "idna/d\\xe9j\\xe0/inner.py")} <= skipped
+    members = _members(tree)
+    assert not [m for m in members if "sultat" in m or "bad" in m or "inner.py" in m]
+    assert "files/bench/run.sh" in members
+    scan = run_repro("scan", "--venv", str(venv.root), "--json", timeout=TIMEOUT)
+    assert scan.returncode == 0, scan.stderr.decode()
+    scanned = {(f["dist"], f["path"]) for f in json.loads(scan.stdout)["skipped_files"]}
+    assert ("idna", "idna/bad\\xff.py") in scanned
+
+
 def test_model_links_out_are_not_copied(packed: Packed, hostile: Hostile) -> None:
     assert not (packed.tree / "models" / "drafter" / "config.json").exists()
     warned = "\n".join(packed.report["warnings"])

@@ -8,6 +8,7 @@ is no GPU here) and a small HTTP server that drops a connection on purpose.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import http.server
 import io
@@ -556,6 +557,160 @@ def test_tampered_bundle_is_refused_before_anything_is_created(
     assert not target.exists()
     assert list(parent.iterdir()) == []
     assert not list(tmp_path.glob(".repro-unpack-*"))
+
+
+EDIT_DURING_PREFLIGHT = """
+import hashlib, pathlib, sys
+# TEST DOUBLE of nvidia-smi (no GPU on this machine). Called by the preflight, after the
+# bundle directory verified: it changes the directory as anyone who can write to it
+# could, the patched six.py and, so that they agree, its patched_sha256 in patches.toml;
+# then it answers as the real tool does on a box without GPUs.
+bundle = pathlib.Path({bundle!r})
+full = bundle / "patches" / "full" / "six" / "six.py"
+old = full.read_bytes()
+if b"PATCHED = 1\\n" in old:
+    new = old.replace(b"PATCHED = 1\\n", b"PATCHED = 'edited after verification'\\n")
+    full.write_bytes(new)
+    toml = bundle / "patches" / "patches.toml"
+    digests = hashlib.sha256(old).hexdigest(), hashlib.sha256(new).hexdigest()
+    toml.write_text(toml.read_text().replace(*digests))
+    (bundle.parent / "edited").write_text("yes")
+print("No devices were found")
+sys.exit(6)
+"""
+
+
+def test_a_directory_bundle_edited_during_preflight_installs_what_was_verified(
+    bundles: Bundles, tmp_path: Path
+) -> None:
+    """`repro unpack DIR/` verifies DIR, then the preflight runs; an edit made to DIR in
+    between must not reach the target: the directory is copied into staging, hashed
+    while copied, and every later step reads that verified copy."""
+    directory = extract(bundles.all_wheels, tmp_path / "dir")
+    double = tmp_path / "double"
+    double.mkdir()
+    script = double / "nvidia-smi"
+    script.write_text(f"#!{sys.executable}\n" + EDIT_DURING_PREFLIGHT.format(bundle=str(directory)))
+    script.chmod(0o755)
+    target = tmp_path / "t"
+    result = unpack(
+        directory,
+        target,
+        "--cpu",
+        "--no-smoke",
+        "--offline",
+        env={"PATH": f"{double}{os.pathsep}{os.environ['PATH']}", **NO_NETWORK},
+    )
+    ok(result)
+    # the edit really happened, between verification and use
+    assert (tmp_path / "dir" / "edited").read_text() == "yes"
+    assert b"edited after verification" in (directory / "patches/full/six/six.py").read_bytes()
+    installed_six = (site_packages(unpacked_venv(target)) / "six.py").read_text()
+    assert "PATCHED = 1\n" in installed_six
+    assert "edited after verification" not in installed_six
+    kept = target / ".repro" / "bundle"
+    assert b"edited after verification" not in (kept / "patches/full/six/six.py").read_bytes()
+    assert_round_trip(target, bundles.all_wheels)
+    assert not list(tmp_path.glob(".repro-unpack-*"))
+
+
+def test_a_directory_bundle_holding_a_link_is_refused_naming_it(
+    bundle_dir: Path, tmp_path: Path
+) -> None:
+    """A bundle holds only directories and regular files (the archive reader refuses
+    the rest): a directory bundle with a link to a file outside, or a FIFO, is refused
+    naming each, before anything is created; the link is never read."""
+    directory = tmp_path / "dir" / bundle_dir.name
+    shutil.copytree(bundle_dir, directory)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    (directory / "files").mkdir(exist_ok=True)
+    (directory / "files" / "leak.txt").symlink_to(outside)
+    os.mkfifo(directory / "files" / "queue")
+    parent = tmp_path / "targets"
+    parent.mkdir()
+    result = unpack(directory, parent / "t", "--cpu", "--no-smoke", timeout=120)
+    assert result.returncode == 1, result.stderr.decode()
+    err = result.stderr.decode()
+    assert "holds what a bundle never holds" in err
+    assert "files/leak.txt: a symbolic link" in err and "files/queue: a FIFO" in err
+    assert "Traceback" not in err
+    assert list(parent.iterdir()) == []
+    assert not list(parent.glob(".repro-unpack-*"))
+
+
+def test_a_directory_bundle_unpacked_from_inside_itself(bundle_dir: Path, tmp_path: Path) -> None:
+    """`cd DIR && repro unpack . --target t`: the staging copy goes beside the target,
+    inside DIR; the copy must not copy itself (it would nest until the name limit)."""
+    directory = tmp_path / bundle_dir.name
+    shutil.copytree(bundle_dir, directory)
+    result = run_repro(
+        "unpack", ".", "--target", "t", "--cpu", "--dry-run", cwd=directory, timeout=300
+    )
+    ok(result)
+    assert "dry run, nothing was created" in result.stdout.decode()
+    assert not list(directory.glob(".repro-unpack-*")) and not (directory / "t").exists()
+
+
+def _report_path_that_cannot_be_written(target: Path) -> Path:
+    """The report's path taken by a directory: writing the report fails for real
+    (EISDIR), as it does on a full disk, while the rest of .repro/ stays writable."""
+    report = target / ".repro" / "unpack-report.json"
+    report.mkdir(parents=True)
+    (report / "keep").write_text("")
+    return report
+
+
+def test_the_installer_error_survives_a_report_that_cannot_be_written(
+    bundles: Bundles, tmp_path: Path
+) -> None:
+    """On a full disk the installer fails, then so does the report write: the user must
+    see the install error (exit 3, the installer's words), with the report's failure
+    after it, not an exit 1 about the report. Both failures are real here: --offline
+    with demo 1, whose vault holds only the local wheel (six and idna cannot be found),
+    and a report path that is a directory."""
+    target = tmp_path / "t"
+    report = _report_path_that_cannot_be_written(target)
+    result = unpack(bundles.default, target, "--cpu", "--no-smoke", "--offline", env=NO_NETWORK)
+    err = result.stderr.decode()
+    assert result.returncode == 3, err
+    assert "Traceback" not in err
+    message = err.split("repro: error: ", 1)[1]
+    assert message.startswith("uv pip sync failed (exit") or message.startswith("pip-sync"), err
+    assert "was not found" in message  # the installer's own words name what it lacks
+    assert f"(the report {report.resolve()} could not be written either: Is a directory)" in message
+    assert "install" not in state(target)["done"]
+
+
+def test_a_full_disk_mid_step_is_an_install_error_naming_the_step(
+    bundles: Bundles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC raised in repro's own code during a step (not by the installer) is an
+    install failure too: exit 3 naming the step and the cause, with the report's own
+    failure mentioned. Library level: a full disk cannot be made here without root, so
+    a TEST DOUBLE of `create_venv` raises ENOSPC as Python does on a full disk; the
+    report write fails for real (its path is a directory)."""
+    from repro.errors import InstallError
+    from repro.install import unpack as unpack_module
+
+    target = tmp_path / "t"
+    report = _report_path_that_cannot_be_written(target)
+
+    def full_disk(python: Path, venv: Path, installer: str) -> None:  # TEST DOUBLE
+        raise OSError(errno.ENOSPC, "No space left on device", str(venv / "bin" / "python"))
+
+    monkeypatch.setattr(unpack_module, "create_venv", full_disk)
+    options = unpack_module.UnpackOptions(
+        bundle=str(bundles.all_wheels), target=target, cpu=True, offline=True, smoke=False
+    )
+    with pytest.raises(InstallError) as caught:
+        unpack_module.unpack(options)
+    message = caught.value.message
+    assert caught.value.exit_code == 3
+    assert message.startswith("venv: No space left on device (")
+    assert "/bin/python)" in message.splitlines()[0]
+    assert f"(the report {report.resolve()} could not be written either" in message
+    assert "preflight" in state(target)["done"] and "venv" not in state(target)["done"]
 
 
 def test_dry_run_prints_the_plan_and_creates_nothing(bundles: Bundles, tmp_path: Path) -> None:

@@ -2,12 +2,13 @@
 
 Results go to stdout (`result_console`, `echo_json`), progress, warnings and events to
 stderr (`diagnostic_console`). Text from users and paths are printed as rich Text or
-escaped (rich.markup.escape): `w[b]x` is a path, not markup.
+escaped (rich.markup.escape): `w[b]x` is a path, not markup. Every way out escapes
+control characters for the terminal (`_terminal`): consoles made here, `echo`,
+`echo_json`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from repro.cli._terminal import TerminalSafeHook, echo
+from repro.cli._terminal import echo_json as echo_json
 from repro.errors import EXIT_INVALID, EXIT_USAGE, ReproError
 
 
@@ -25,7 +28,7 @@ def run_guarded(group: click.Group) -> None:
     try:
         result = group.main(standalone_mode=False)
     except ReproError as exc:
-        click.echo(f"repro: error: {exc}", err=True)
+        echo(f"repro: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("repro: aborted", err=True)
@@ -41,16 +44,12 @@ def run_guarded(group: click.Group) -> None:
         # The machine said no (disk full, permission denied, ...): say so, without a
         # traceback; the operation that failed cleaned up after itself.
         where = f" ({exc.filename})" if exc.filename else ""
-        click.echo(f"repro: error: {exc.strerror or exc}{where}", err=True)
+        echo(f"repro: error: {exc.strerror or exc}{where}", err=True)
         sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
         click.echo("repro: interrupted", err=True)
         sys.exit(130)
     sys.exit(result if isinstance(result, int) else 0)
-
-
-def echo_json(document: Any) -> None:
-    click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,7 +105,7 @@ def color_mode() -> str:
 
 def _console(*, stderr: bool) -> Console:
     mode = color_mode()
-    return Console(
+    console = Console(
         stderr=stderr,
         highlight=False,
         soft_wrap=True,
@@ -115,6 +114,8 @@ def _console(*, stderr: bool) -> Console:
         color_system=None if mode == "never" else "auto",
         force_terminal=True if mode == "always" else None,
     )
+    console.push_render_hook(TerminalSafeHook())
+    return console
 
 
 def progress_wanted(quiet: bool) -> bool:

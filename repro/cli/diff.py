@@ -16,6 +16,7 @@ from repro.cli._common import (
     result_console,
     verbosity_options,
 )
+from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.snapshot.modulefiles import probed_by_import
 
@@ -78,7 +79,7 @@ def diff_command(
 
 
 def _say(text: str) -> None:
-    click.echo(text)
+    echo(text)
 
 
 def _render(report: DiffReport, *, quiet: bool) -> None:
@@ -95,7 +96,7 @@ def _render(report: DiffReport, *, quiet: bool) -> None:
         kinds = _arrow(patch.old_kind, patch.new_kind)
         _say(f"patch {patch.dist}: {patch.path}: {patch.change} ({kinds})")
         if patch.diff:
-            click.echo(patch.diff, nl=not patch.diff.endswith("\n"))
+            echo_content(patch.diff, nl=not patch.diff.endswith("\n"))
     _texts("unit", report.units)
     for fact in report.environment:
         _say(f"environment {fact.key}: {_arrow(fact.old, fact.new)}")
@@ -122,4 +123,4 @@ def _texts(label: str, changes: tuple[TextChange, ...]) -> None:
     for change in changes:
         _say(f"{label} {change.path}: {change.change}")
         if change.diff:
-            click.echo(change.diff, nl=not change.diff.endswith("\n"))
+            echo_content(change.diff, nl=not change.diff.endswith("\n"))

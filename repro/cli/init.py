@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from repro.cli._common import verbosity_options
+from repro.cli._terminal import echo
 from repro.config import load_config
 from repro.errors import EXIT_OK
 from repro.workspace import write_repro_toml
@@ -21,5 +22,5 @@ def init_command(source: Path, force: bool, quiet: bool, verbose: bool) -> int:
     target = write_repro_toml(source, force=force)
     load_config(source)  # what init writes must load
     if not quiet:
-        click.echo(f"wrote {target}", err=True)
+        echo(f"wrote {target}", err=True)
     return EXIT_OK

@@ -16,6 +16,7 @@ from repro.cli._common import (
     result_console,
     verbosity_options,
 )
+from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.inspect import InspectReport, copy_member, inspect_bundle
 
@@ -175,6 +176,6 @@ def _verdict(report: InspectReport) -> str:
 def _print_diffs(report: InspectReport) -> None:
     for patch in report.patches:
         if patch.diff is not None:
-            click.echo(patch.diff, nl=not patch.diff.endswith("\n"))
+            echo_content(patch.diff, nl=not patch.diff.endswith("\n"))
         else:
-            click.echo(f"# {patch.dist}: {patch.path} ({patch.kind}): no diff in the bundle")
+            echo(f"# {patch.dist}: {patch.path} ({patch.kind}): no diff in the bundle")

@@ -20,6 +20,7 @@ from repro.cli._common import (
     verbosity_options,
 )
 from repro.cli._progress import hash_progress
+from repro.cli._terminal import echo
 from repro.errors import EXIT_OK
 from repro.snapshot.pack import PackOptions, PackResult, pack
 
@@ -191,4 +192,4 @@ def _summary(
     for item in result.left_out if (verbose or not quiet) else ():
         diagnostics.print(f"left out: {escape(item)}", highlight=False, soft_wrap=True)
     if result.path is not None and not sys.stdout.isatty():
-        click.echo(str(result.path))
+        echo(str(result.path))

@@ -22,6 +22,7 @@ from repro.cli._common import (
     result_console,
     verbosity_options,
 )
+from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK, UsageError
 from repro.interpreter import resolve_python
 from repro.snapshot.environment import probe_environment
@@ -89,7 +90,10 @@ def scan_command(
     else:
         _render(result_console(), diagnostics, report, quiet=quiet, verbose=verbose)
         for path, diff in diffs.items():
-            click.echo(diff if diff is not None else f"# {path}: pristine file not available\n")
+            if diff is None:
+                echo(f"# {path}: pristine file not available")
+            else:
+                echo_content(diff)
     return EXIT_OK if report.clean else EXIT_INVALID
 
 

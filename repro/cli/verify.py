@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from repro.cli._common import echo_json, jobs_option, verbosity_options
+from repro.cli._terminal import echo
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.install.drift import target_drift
 
@@ -27,10 +28,10 @@ def verify_command(
         echo_json({"target": str(target), "ok": not drift, "drift": [d.to_json() for d in drift]})
     else:
         for item in drift:
-            click.echo(item.describe())
+            echo(item.describe())
         if quiet:
             return EXIT_INVALID if drift else EXIT_OK
-        click.echo(
+        echo(
             f"{target}: {len(drift)} difference(s) from its bundle"
             if drift
             else f"{target}: matches its bundle",

@@ -80,6 +80,7 @@ from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import read_requirements_lock
 from repro.snapshot.services import render_unit
+from repro.treecopy import copy_bundle_dir
 
 StepStatus = Literal["done", "skipped", "failed", "already done"]
 Events = Callable[[str, str, str], None]
@@ -275,19 +276,25 @@ def read_bundle(
     *,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
-) -> tuple[Path, BundleInfo, bool]:
-    """The verified bundle directory, its info, and whether it is a staging copy of ours.
+) -> tuple[Path, BundleInfo]:
+    """The verified bundle directory (a staging copy of ours), and its info.
 
     An archive is extracted into a staging directory and verified there (signature,
     then manifest): the signature and the manifest are an archive's last members, so
-    nothing can be judged before the whole stream has been read into staging.
-    `progress` follows the extraction (files and bytes written); a directory is read
-    where it is, with no extraction to follow."""
-    if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
-        directory = Path(bundle)
-        return directory, verify_bundle_dir(directory, bundle, signature, jobs=jobs), False
+    nothing can be judged before the whole stream has been read into staging. A
+    directory is copied into staging the same way (hashed while copied) and verified
+    there: what is verified is what later steps read, whatever happens to the
+    directory meanwhile. `progress` follows the extraction or copy (files and bytes)."""
     _remove_stale_staging(staging_parent)
     dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+    if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
+        try:
+            copied = copy_bundle_dir(Path(bundle), dest, jobs=jobs, progress=progress)
+            info = verify_bundle_dir(dest, bundle, signature, known=copied, jobs=jobs)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        return dest, info
     infos: list[BundleInfo] = []
     written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
@@ -298,7 +305,7 @@ def read_bundle(
         extract_archive(
             source, dest, source_name=name, verify=verify, digests=written, progress=progress
         )
-    return dest, infos[0], True
+    return dest, infos[0]
 
 
 @contextlib.contextmanager
@@ -313,7 +320,7 @@ def opened_bundle(
         yield Path(bundle)
         return
     with tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent:
-        directory, _info, _ours = read_bundle(bundle, Path(parent), jobs=jobs, progress=progress)
+        directory, _info = read_bundle(bundle, Path(parent), jobs=jobs, progress=progress)
         yield directory
 
 
@@ -472,14 +479,13 @@ def unpack(
             f"--target {options.target} is a symbolic link; refusing to write through it",
             hint="pass the real directory, or a path that does not exist yet",
         )
-    bundle_dir, info, ours = read_bundle(
+    bundle_dir, info = read_bundle(
         options.bundle, staging_parent, options.signature, jobs=options.jobs, progress=progress
     )
     try:
-        return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
+        return _unpack_verified(options, bundle_dir, info, report, emit, smoke)
     finally:
-        if ours:
-            shutil.rmtree(bundle_dir, ignore_errors=True)
+        shutil.rmtree(bundle_dir, ignore_errors=True)
 
 
 def _unpack_verified(
@@ -489,8 +495,6 @@ def _unpack_verified(
     report: UnpackReport,
     emit: Events,
     smoke: SmokeStep | None,
-    *,
-    movable: bool,
 ) -> UnpackReport:
     report.name, report.version = info.name, info.version
     target = (options.target or Path.cwd() / info.top_dir).resolve()
@@ -546,21 +550,20 @@ def _unpack_verified(
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
         # Read again under the lock: another run may have finished steps meanwhile.
         run.state = open_state(target, identity, replace=options.replace)
-        _keep_bundle(bundle_dir, target / STATE_DIR / BUNDLE_DIR, movable=movable)
+        _keep_bundle(bundle_dir, target / STATE_DIR / BUNDLE_DIR)
         return _install_steps(options, info, target, python, run, smoke)
 
 
-def _keep_bundle(bundle_dir: Path, kept: Path, *, movable: bool) -> None:
-    """The verified bundle stays in the target (for resume and unpatch): moved when it
-    is our own staging copy on the same filesystem, else copied."""
+def _keep_bundle(bundle_dir: Path, kept: Path) -> None:
+    """The verified bundle (our own staging copy) stays in the target, for resume and
+    unpatch: moved when it is on the same filesystem, else copied."""
     if kept.exists():
         return
-    if movable:
-        try:
-            bundle_dir.rename(kept)
-            return
-        except OSError:
-            pass
+    try:
+        bundle_dir.rename(kept)
+        return
+    except OSError:
+        pass
     staging = kept.with_name(f".{BUNDLE_DIR}.{secrets.token_hex(4)}")
     shutil.copytree(bundle_dir, staging)
     staging.rename(kept)
@@ -705,11 +708,19 @@ def _install_steps(
                     )
     except ReproError as exc:
         run.failed(exc)
-        # The step's own error is what the operator needs; a report that cannot be
-        # written too (a full disk) must not replace it.
-        with contextlib.suppress(OSError):
-            run.save()
+        _save_after_failure(run, exc)
         raise
+    except OSError as exc:
+        # The machine said no in the middle of a step (a full disk, a permission): the
+        # install failed, and the step and the cause say where.
+        error = InstallError(
+            f"{run.running or 'unpack'}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else ""),
+            hint="free the space or fix the cause, then run unpack again: it resumes at this step",
+        )
+        run.failed(error)
+        _save_after_failure(run, error)
+        raise error from exc
     run.save()
     return report
 
@@ -766,6 +777,19 @@ def _refuse_startup_files(venv: Path, *, seeded: Sequence[str], before: str) -> 
             "would run when it starts the interpreter:\n"
             + "\n".join(f"  - {venv / name}" for name in found),
             hint=f"remove {venv} and unpack again, or run without --no-exec",
+        )
+
+
+def _save_after_failure(run: _Run, error: ReproError) -> None:
+    """Save the report of a failed run. The step's own error is what the operator needs:
+    a report that cannot be written too (the same full disk) is added to its message,
+    never put in its place."""
+    try:
+        run.save()
+    except OSError as exc:
+        where = run.state.target / STATE_DIR / REPORT
+        error.message += (
+            f"\n(the report {where} could not be written either: {exc.strerror or exc})"
         )
 
 

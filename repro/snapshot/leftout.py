@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from repro.config import CONFIG_NAME
+from repro.manifest import printable_path
 from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.models import ModelReference
 
@@ -129,7 +130,7 @@ def uncovered_entries(source: Path, covered: Iterable[Path]) -> list[LeftOut]:
         what = "directory" if entry.is_dir() else "file"
         out.append(
             LeftOut(
-                name + ("/" if entry.is_dir() else ""),
+                printable_path(name) + ("/" if entry.is_dir() else ""),
                 f"a {what} no rule selects (not the venv, a unit, a model, patches or a "
                 "file pattern); add it to [files] include in repro.toml to carry it",
                 "unselected",

@@ -44,7 +44,7 @@ from repro.config import Config
 from repro.diffapply import count_diff_lines
 from repro.errors import NotAsRecorded, UsageError
 from repro.hashing import hash_files
-from repro.manifest import ProgressSink
+from repro.manifest import ProgressSink, printable_path
 from repro.memberfill import not_as_recorded
 from repro.patchset import dump_patchset
 from repro.secrets import is_secret_name, scrub_text
@@ -827,8 +827,10 @@ def _pack(
         warnings += model_warnings
         sized, left_out = split_by_size(config.files.matched, source)
         for link, refusal in config.files.refused:
-            warnings.append(f"{link}: {refusal}; not carried")
-            left_out.append(LeftOut(link.relative_to(source).as_posix(), refusal, "not-a-file"))
+            # shown with \xNN escapes: a name that is not UTF-8 is one reason to be here
+            warnings.append(f"{printable_path(str(link))}: {refusal}; not carried")
+            rel = printable_path(link.relative_to(source).as_posix())
+            left_out.append(LeftOut(rel, refusal, "not-a-file"))
         left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
         carried, credentials = split_secrets(sized, source, secret_values)
         warnings += [f"{source / item.path}: {item.reason}" for item in credentials]

@@ -26,8 +26,10 @@ from repro.hashing import (
     file_digest,
     not_regular,
 )
+from repro.manifest import printable_path
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
+from repro.tarformat import uncarried_name
 
 PatchKind = Literal["modified", "added", "deleted"]
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
@@ -389,13 +391,14 @@ def _find_added(
                     continue
                 owners = _nearest_owners(root, site, direct_owners)
                 if len(owners) != 1:
-                    ambiguous.append(relative)
+                    ambiguous.append(printable_path(relative))
                     continue
                 owner = next(iter(owners))
                 if owner in selected and owner in by_name:
-                    why = link_outside(path, venv)
+                    why = uncarried_name(relative) or link_outside(path, venv)
                     if why is not None:
-                        refused.append(SkippedFile(by_name[owner].name, relative, why))
+                        shown = printable_path(relative)
+                        refused.append(SkippedFile(by_name[owner].name, shown, why))
                         continue
                     candidates[path] = (by_name[owner], relative)
     return candidates, sorted(set(ambiguous)), refused
