@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from repro.cli._common import jobs_option
+from repro.cli._common import jobs_option, verbosity_options
 from repro.errors import EXIT_OK
 
 
@@ -20,7 +20,10 @@ from repro.errors import EXIT_OK
     help="Write the SBOM to this file (replaced whole, or left as it was) instead of stdout.",
 )
 @jobs_option
-def sbom_command(bundle: str, output: Path | None, jobs: int | None) -> int:
+@verbosity_options
+def sbom_command(
+    bundle: str, output: Path | None, jobs: int | None, quiet: bool, verbose: bool
+) -> int:
     """Write a CycloneDX 1.6 JSON SBOM of BUNDLE (an archive, '-' for stdin, an
     archive's http(s) URL, or a bundle directory): one component per pin of
     env/requirements.lock with its purl and the sha256 of its wheel where known, hand
