@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from repro.unitexec import PREFIX_CHARS, service_settings, split_words
+from repro.unitexec import EXEC_KEYS, PREFIX_CHARS, service_settings, split_words
 
 BWRAP = "/usr/bin/bwrap"
 INNER_ROOT = "/box"
@@ -211,20 +211,6 @@ def fresh_box(
     return FreshBox(root=root, python=inner_python, argv_prefix=tuple(argv), base_env=env)
 
 
-# systemd.service(5): the settings whose value is a command line
-EXEC_SETTINGS = frozenset(
-    {
-        "ExecCondition",
-        "ExecStartPre",
-        "ExecStart",
-        "ExecStartPost",
-        "ExecReload",
-        "ExecStop",
-        "ExecStopPost",
-    }
-)
-
-
 def unit_paths(unit_text: str) -> list[str]:
     """Every absolute path a unit's [Service] section names, in order, read with repro's
     own unit parsing (repro.unitexec: continuation lines, quotes and escapes): each word
@@ -237,7 +223,7 @@ def unit_paths(unit_text: str) -> list[str]:
     for key, value in service_settings(unit_text):
         if key in ("WorkingDirectory", "EnvironmentFile"):
             paths.append(value.removeprefix("-"))
-        elif key in EXEC_SETTINGS:
+        elif key in EXEC_KEYS:
             first = True
             for word in split_words(value):
                 if word.text == ";" and not word.quoted:

@@ -26,19 +26,8 @@ from repro.secrets import (
     looks_like_token,
     secret_assignment,
 )
-from repro.unitexec import Word, split_words
+from repro.unitexec import EXEC_KEYS, Word, split_words
 
-EXEC_KEYS = frozenset(
-    {
-        "ExecCondition",
-        "ExecStartPre",
-        "ExecStart",
-        "ExecStartPost",
-        "ExecReload",
-        "ExecStop",
-        "ExecStopPost",
-    }
-)
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 _REFERENCE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 _BARE_WORD = re.compile(r"[^\s\"'\\;]+")
