@@ -72,8 +72,9 @@ class HashResult:
 IDENTITY = struct.Struct("<QQqqq")  # dev, ino, size, mtime_ns, ctime_ns
 
 
-def not_regular(mode: int) -> str:
-    """Why a file of this mode is not read: a FIFO, socket or device is not a file."""
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is: "a FIFO", "a socket", "a symbolic
+    link" ...; "not a regular file" for what has no name here."""
     kinds = (
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISSOCK, "a socket"),
@@ -82,8 +83,12 @@ def not_regular(mode: int) -> str:
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISLNK, "a symbolic link"),
     )
-    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
-    return f"{kind}, not a regular file: not read"
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def not_regular(mode: int) -> str:
+    """Why a file of this mode is not read: a FIFO, socket or device is not a file."""
+    return f"{file_kind(mode)}, not a regular file: not read"
 
 
 def file_identity(info: os.stat_result) -> bytes:

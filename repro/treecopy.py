@@ -32,24 +32,13 @@ from repro.archive import (
     DirWalker,
 )
 from repro.errors import InputError, UsageError, VerificationError
+from repro.hashing import file_kind
 from repro.manifest import ProgressSink, printable_path
 from repro.membercopy import MemberCopier
 from repro.tarformat import name_problem
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 SHOWN_REFUSALS = 50
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
-        return "a device"
-    return "not a regular file"
 
 
 class _Copy:
@@ -114,7 +103,7 @@ class _Copy:
                 elif stat.S_ISREG(mode):
                     self.file(fd, child)
                 else:
-                    self.refuse(rel, _kind(mode))
+                    self.refuse(rel, file_kind(mode))
             return subdirs
         finally:
             os.close(fd)
@@ -133,7 +122,7 @@ class _Copy:
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                self.refuse(rel, _kind(info.st_mode))
+                self.refuse(rel, file_kind(info.st_mode))
                 os.close(fd)
                 return
             self.admit(rel, info.st_size)
