@@ -515,7 +515,8 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
     result = unpack(bundles.default, target, "--cpu", "--no-smoke", "--installer", "pip", "--json")
     ok(result)
     steps = {s["name"]: s["status"] for s in json.loads(result.stdout)["steps"]}
-    assert steps["venv"] == "already done" and steps["install"] == "done"
+    # The install was cut short: its venv is rebuilt from nothing, then installed into.
+    assert steps["venv"] == "done" and steps["install"] == "done"
     assert installed(target) == installed(online["pip"])
     assert_round_trip(target, bundles.default)
     assert state(target)["done"] == state(online["pip"])["done"]
@@ -740,22 +741,3 @@ def test_url_bundle_resumes_with_range_after_a_drop(
     assert ranges[1] == f"bytes={len(dropping_server.body) // 3}-"
     assert not target.exists()
     assert not list(tmp_path.glob(".repro-unpack-*"))
-
-
-def test_staging_left_by_killed_runs_is_removed(bundles: Bundles, tmp_path: Path) -> None:
-    """A run killed mid-extraction leaves its staging directories; the next run removes
-    those whose process is gone and keeps those of a run still alive."""
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True, check=True)  # fmt: skip
-    dead = finished.stdout.strip()
-    stale = [
-        tmp_path / f".repro-unpack-{dead}-aa",
-        tmp_path / f"..repro-unpack-{dead}-bb.staging-cc",
-    ]
-    alive = tmp_path / f".repro-unpack-{os.getpid()}-dd"
-    for path in [*stale, alive]:
-        (path / "bundle").mkdir(parents=True)
-    result = unpack(bundles.default, tmp_path / "t", "--cpu", "--dry-run")
-    ok(result)
-    assert not any(path.exists() for path in stale)
-    assert alive.is_dir()

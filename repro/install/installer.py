@@ -25,6 +25,7 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, InstallError, UsageError
+from repro.install.tether import run_tethered
 from repro.snapshot.lock import read_requirements_lock, render_pins_only
 
 Installer = Literal["uv", "pip"]
@@ -149,15 +150,9 @@ def _run(
     cwd: Path | None = None,
 ) -> str:
     try:
-        result = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT,
-            check=False,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-        )
+        # Tethered: a kill of repro (its PID alone included) ends the installer too,
+        # so nothing writes into the venv after repro is gone.
+        result = run_tethered(argv, timeout=INSTALL_TIMEOUT, env=env, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{what}: {exc}") from exc
     if result.returncode != 0:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import shlex
 import shutil
@@ -35,7 +34,7 @@ from repro.errors import (
     VerificationError,
 )
 from repro.hashing import sha256_file
-from repro.install.atomic import atomic_write, exclusive_lock
+from repro.install.atomic import atomic_write, exclusive_lock, remove_temp_leftovers
 from repro.install.drift import Drift, patched_state, target_drift, target_info
 from repro.install.fetch import ResumableHTTPStream
 from repro.install.installer import (
@@ -59,6 +58,7 @@ from repro.install.services import (
 )
 from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
+from repro.install.staging import staging_dir
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
     models_dir,
@@ -79,7 +79,6 @@ Events = Callable[[str, str, str], None]
 BUNDLE_DIR = "bundle"
 REPORT = "unpack-report.json"
 LOCK = "unpack.lock"
-STAGING_PREFIX = ".repro-unpack-"
 
 
 @dataclass(frozen=True)
@@ -221,25 +220,6 @@ def verify_bundle_dir(
     return info
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale_staging(parent: Path) -> None:
-    """Staging directories of runs that were killed (their process is gone): ours, and
-    the extractor's own `.<ours>.staging-*` beside them when the kill came mid-extraction."""
-    for path in [*parent.glob(f"{STAGING_PREFIX}*-*"), *parent.glob(f".{STAGING_PREFIX}*-*")]:
-        pid = path.name.lstrip(".").removeprefix(STAGING_PREFIX.lstrip(".")).partition("-")[0]
-        if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
 def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     """Every file the later steps act on is parsed now, while nothing is written yet:
     the lock, patches.toml (paths inside site-packages) and the unit names."""
@@ -258,6 +238,7 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     check_units(bundle_dir, where=where)
 
 
+@contextlib.contextmanager
 def read_bundle(
     bundle: str,
     staging_parent: Path,
@@ -265,30 +246,33 @@ def read_bundle(
     *,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
-) -> tuple[Path, BundleInfo, bool]:
-    """The verified bundle directory, its info, and whether it is a staging copy of ours.
+) -> Iterator[tuple[Path, BundleInfo, bool]]:
+    """The verified bundle directory, its info, and whether it is a staging copy of ours,
+    while the block runs.
 
     An archive is extracted into a staging directory and verified there (signature,
     then manifest): the signature and the manifest are an archive's last members, so
-    nothing can be judged before the whole stream has been read into staging.
-    `progress` follows the extraction (files and bytes written); a directory is read
-    where it is, with no extraction to follow."""
+    nothing can be judged before the whole stream has been read into staging. The
+    staging directory is this run's (see repro.install.staging) until the block ends;
+    then it is removed, unless the block moved it away. `progress` follows the
+    extraction (files and bytes written); a directory is read where it is, with no
+    extraction to follow."""
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         directory = Path(bundle)
-        return directory, verify_bundle_dir(directory, bundle, signature, jobs=jobs), False
-    _remove_stale_staging(staging_parent)
-    dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
-    infos: list[BundleInfo] = []
-    written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
+        yield directory, verify_bundle_dir(directory, bundle, signature, jobs=jobs), False
+        return
+    with staging_dir(staging_parent) as dest:
+        infos: list[BundleInfo] = []
+        written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
-    def verify(top: Path) -> None:
-        infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
+        def verify(top: Path) -> None:
+            infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
 
-    with _open_source(bundle) as (source, name):
-        extract_archive(
-            source, dest, source_name=name, verify=verify, digests=written, progress=progress
-        )
-    return dest, infos[0], True
+        with _open_source(bundle) as (source, name):
+            extract_archive(
+                source, dest, source_name=name, verify=verify, digests=written, progress=progress
+            )
+        yield dest, infos[0], True
 
 
 @contextlib.contextmanager
@@ -302,8 +286,10 @@ def opened_bundle(
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         yield Path(bundle)
         return
-    with tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent:
-        directory, _info, _ours = read_bundle(bundle, Path(parent), jobs=jobs, progress=progress)
+    with (
+        tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent,
+        read_bundle(bundle, Path(parent), jobs=jobs, progress=progress) as (directory, _, _),
+    ):
         yield directory
 
 
@@ -409,12 +395,15 @@ class _Run:
         self.running: str | None = None
 
     def skip_if_done(self, step: str) -> bool:
-        """True when `step` finished in an earlier run; otherwise it starts now."""
+        """True when `step` finished in an earlier run; otherwise it starts now, and is
+        recorded as started before it changes anything."""
         if self.state.is_done(step):
             self.report.steps.append(StepReport(step, "already done"))
             self.events(step, "already done", "")
             return True
         self.running = step
+        self.state.mark_started(step)
+        self.events(step, "started", "")
         return False
 
     def failed(self, error: ReproError) -> None:
@@ -433,6 +422,7 @@ class _Run:
 
     def skipped(self, step: str, detail: str) -> None:
         # Not recorded as done: a later run without --no-smoke runs the ladder.
+        self.state.clear_started()
         self.report.steps.append(StepReport(step, "skipped", detail))
         self.running = None
         self.events(step, "skipped", detail)
@@ -462,14 +452,10 @@ def unpack(
             f"--target {options.target} is a symbolic link; refusing to write through it",
             hint="pass the real directory, or a path that does not exist yet",
         )
-    bundle_dir, info, ours = read_bundle(
+    with read_bundle(
         options.bundle, staging_parent, options.signature, jobs=options.jobs, progress=progress
-    )
-    try:
+    ) as (bundle_dir, info, ours):
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke, movable=ours)
-    finally:
-        if ours:
-            shutil.rmtree(bundle_dir, ignore_errors=True)
 
 
 def _unpack_verified(
@@ -562,6 +548,7 @@ def _install_steps(
         run.done("preflight", "every check passed", python=str(python))
     venv = venv_dir(target, info)
     report.venv = str(venv)
+    _recover_interrupted(run, target, venv)
     try:
         installer = choose_installer(options.installer)
         interpreter = venv / "bin" / "python"
@@ -688,6 +675,55 @@ def _install_steps(
         raise
     run.save()
     return report
+
+
+def _recover_interrupted(run: _Run, target: Path, venv: Path) -> None:
+    """Undo what an earlier run left half made when it was killed (or failed) in a step.
+
+    The temporary files of atomic writes a kill cut short are removed (in .repro/
+    always: a kill may come while the state itself is written). A venv is kept only
+    once the install into it has finished: after a run stopped in the venv or the
+    install step the venv is removed and the two steps run again from nothing, so a
+    distribution half unpacked by a killed installer cannot pass for installed (the
+    installer would see its metadata and leave it as it is). Rebuilding is as correct
+    as it gets and, with the installer's cache warm, about as fast as checking every
+    installed file against its RECORD, which would still miss files written before
+    the RECORD was."""
+    state = run.state
+    interrupted = state.started
+    remove_temp_leftovers(target if interrupted is not None else target / STATE_DIR)
+    for leftover in (target / STATE_DIR).glob(f".{BUNDLE_DIR}.*"):  # a cut-short copy
+        shutil.rmtree(leftover, ignore_errors=True)
+    unfinished = interrupted in ("venv", "install") or (
+        state.is_done("venv") and not state.is_done("install")
+    )
+    if not unfinished:
+        return
+    _remove_venv(target, venv)
+    state.forget("venv")
+    run.events(
+        "venv",
+        "redo",
+        f"an earlier run stopped in the {interrupted or 'install'} step; "
+        f"{venv} is removed and built again",
+    )
+
+
+def _remove_venv(target: Path, venv: Path) -> None:
+    """Remove an unfinished venv; at the target itself (format 1), everything but
+    repro's own state."""
+    if venv == target:
+        for child in target.iterdir():
+            if child.name == STATE_DIR:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    elif venv.is_symlink() or venv.is_file():
+        venv.unlink()
+    elif venv.exists():
+        shutil.rmtree(venv)
 
 
 def _check_drift(run: _Run, target: Path) -> None:
