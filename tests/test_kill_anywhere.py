@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -86,19 +86,33 @@ def _build_bundle(base: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bundle() -> Path:
-    """Cached in the test cache (see tests/_venvs.py) under a key of repro's code."""
+def bundle() -> Iterator[Path]:
+    """Cached in the test cache (see tests/_venvs.py) under a key of repro's code, and
+    held (a shared flock) while the module runs; bundles of other keys that nobody holds
+    are removed."""
     root = cache_root()
-    cached = root / f"kill-anywhere-{_code_key()}.tar"
-    with (root / "kill-anywhere.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    key = f"kill-anywhere-{_code_key()}"
+    cached = root / f"{key}.tar"
+    with (root / f"{key}.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
         if not cached.is_file():
-            for old in root.glob("kill-anywhere-*.tar"):
-                old.unlink()
             with tempfile.TemporaryDirectory(dir=root) as temp:
-                built = _build_bundle(Path(temp))
-                built.rename(cached)
-    return cached
+                _build_bundle(Path(temp)).rename(cached)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        for other in root.glob("kill-anywhere-*.lock"):
+            if other.name != f"{key}.lock":
+                _remove_unless_held(other)
+        yield cached
+
+
+def _remove_unless_held(lock: Path) -> None:
+    with lock.open("a") as stream:
+        try:
+            fcntl.flock(stream, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a run of other code uses its bundle now
+        lock.with_suffix(".tar").unlink(missing_ok=True)
+        lock.unlink()
 
 
 # --- looking at a target and at processes -------------------------------------------------
@@ -357,7 +371,7 @@ POINTS = [
     Point("workspace-done", event="workspace done"),
     _started("services"),
     Point("services-done", event="services done"),
-    _started("models"),
+    Point("models-started", event="models started"),
     Point("models-done", event="models done"),
     Point("smoke-skipped", event="smoke skipped"),
 ]
@@ -435,28 +449,61 @@ def record_mismatches(site: Path) -> list[str]:
     return sorted(out)
 
 
-def test_a_kill_while_ensurepip_unpacks_pip_is_rebuilt_not_kept(
-    bundle: Path, tmp_path: Path
-) -> None:
-    """The kill of the issue: `--installer pip` makes the venv with `python -m venv`,
-    whose ensurepip runs pip; killed (the group) while that pip unpacks pip and
-    setuptools into the venv, the rerun found pip half installed (RECORD cut short, no
-    bin/pip), let ensurepip call it installed, and exited 0. Now the rerun removes the
-    unfinished venv and builds it again: every installed file matches its RECORD."""
-    target = tmp_path / "pip-target"
-    log = tmp_path / "killed.log"
+def start_pip_unpack(
+    bundle: Path, target: Path, log: Path, ready: Callable[[Path, Path], bool]
+) -> subprocess.Popen[bytes]:
+    """`repro unpack --installer pip`, once `ready(site-packages, bin)` says the venv
+    step's ensurepip has got far enough."""
     argv = [sys.executable, "-m", "repro", "unpack", str(bundle), "--target", str(target)]
     argv += [*UNPACK_ARGS, "--installer", "pip"]
     with log.open("wb") as stderr:
         proc = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=stderr, env=_env({}), start_new_session=True
         )
-    lib = target / ".venv" / "lib"
+    lib, bin_dir = target / ".venv" / "lib", target / ".venv" / "bin"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
-        if any(lib.glob("python3.*/site-packages/*/__init__.py")):
-            break  # pip is writing a package's files into the venv
+        for site in lib.glob("python3.*/site-packages"):
+            if ready(site, bin_dir):
+                return proc
         time.sleep(0.001)
+    proc.kill()
+    pytest.fail(f"ensurepip was never seen that far (exit {proc.wait()}):\n{log.read_text()}")
+
+
+def writing_a_package(site: Path, bin_dir: Path) -> bool:
+    return any(site.glob("*/__init__.py"))
+
+
+def pip_unpacked_not_finished(site: Path, bin_dir: Path) -> bool:
+    """pip's files and dist-info are in place; it has not yet compiled them, written its
+    scripts (bin/pip) and its own RECORD."""
+    return any(site.glob("pip-*.dist-info/RECORD")) and not (bin_dir / "pip").exists()
+
+
+def test_a_pid_kill_ends_the_installer_and_what_it_started(bundle: Path, tmp_path: Path) -> None:
+    """A SIGKILL to repro's PID alone does not reach its children: `python -m venv` and
+    the pip its ensurepip runs went on writing into the venv after repro was gone (while
+    a rerun could be rebuilding it). Tethered, they end with repro."""
+    target = tmp_path / "pip-target"
+    proc = start_pip_unpack(bundle, target, tmp_path / "killed.log", writing_a_package)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert installers_left(target) == []
+
+
+def test_a_kill_while_ensurepip_unpacks_pip_is_rebuilt_not_kept(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """The kill of the issue: `--installer pip` makes the venv with `python -m venv`,
+    whose ensurepip runs pip; killed (the group) once pip's files and metadata are in
+    the venv and before pip has finished (no bin/pip yet), the rerun's ensurepip found
+    pip "already satisfied", and unpack exited 0 with pip half installed. Now the rerun
+    removes the unfinished venv and builds it again: bin/pip is there and every
+    installed file matches its RECORD."""
+    target = tmp_path / "pip-target"
+    log = tmp_path / "killed.log"
+    proc = start_pip_unpack(bundle, target, log, pip_unpacked_not_finished)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, log.read_text()
@@ -465,10 +512,10 @@ def test_a_kill_while_ensurepip_unpacks_pip_is_rebuilt_not_kept(
     assert state.get("started") == "venv", state
 
     rerun = run_repro("unpack", str(bundle), "--target", str(target), *UNPACK_ARGS,
-                      "--installer", "pip", "--json")  # fmt: skip
+                      "--installer", "pip")  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr.decode()
     verify = run_repro("verify", str(target))
     assert verify.returncode == 0, verify.stdout.decode() + verify.stderr.decode()
-    site = next(lib.glob("python3.*/site-packages"))
+    site = next((target / ".venv" / "lib").glob("python3.*/site-packages"))
     assert record_mismatches(site) == ["six.py: differs"]  # the hand patch, nothing else
     assert (target / ".venv" / "bin" / "pip").is_file()

@@ -466,17 +466,19 @@ def test_drifted_target_is_patched_through_its_diff_and_conflicts_touch_nothing(
 # --- killed and resumed -----------------------------------------------------------------
 
 
-def _group_commands(pgid: int) -> list[str]:
+def _commands_naming(text: str) -> list[str]:
+    """Command lines of the processes that name `text` (the installers run in a process
+    group of their own, tethered to repro's)."""
     commands = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
-            commands.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except (OSError, ProcessLookupError):
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
             continue
+        if text in command:
+            commands.append(command)
     return commands
 
 
@@ -494,7 +496,7 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            installing = [c for c in _group_commands(proc.pid) if " pip install" in c]
+            installing = [c for c in _commands_naming(str(target)) if " pip install" in c]
             if installing:
                 seen = installing[0]
                 break

@@ -53,7 +53,8 @@ def run_tethered(
     """`subprocess.run(argv, capture_output=True, text=True)`, with the command and
     every process it starts ended when repro dies or `timeout` passes (then
     subprocess.TimeoutExpired is raised, as subprocess.run does). A command killed by
-    signal N exits 128 + N."""
+    signal N exits 128 + N. Call it from a thread that outlives the command: the kernel
+    sends the death signal when the thread that started the guard ends."""
     guard = [sys.executable, "-I", "-S", "-c", GUARD, str(os.getpid()), *argv]
     with subprocess.Popen(
         guard,

@@ -27,6 +27,7 @@ from repro.bundleview import VaultEntry, load_vault
 from repro.errors import (
     BundleFormatError,
     InputError,
+    InstallError,
     PreflightError,
     ReproError,
     SmokeError,
@@ -79,6 +80,9 @@ Events = Callable[[str, str, str], None]
 BUNDLE_DIR = "bundle"
 REPORT = "unpack-report.json"
 LOCK = "unpack.lock"
+# Steps that write into the target, recorded as started before they run, so that a rerun
+# finds what a cut-short one left (models only reads; smoke writes only its logs).
+UNDONE_WHEN_CUT_SHORT = frozenset({"venv", "install", "patch", "workspace", "services"})
 
 
 @dataclass(frozen=True)
@@ -402,7 +406,8 @@ class _Run:
             self.events(step, "already done", "")
             return True
         self.running = step
-        self.state.mark_started(step)
+        if step in UNDONE_WHEN_CUT_SHORT:
+            self.state.mark_started(step)
         self.events(step, "started", "")
         return False
 
@@ -548,8 +553,8 @@ def _install_steps(
         run.done("preflight", "every check passed", python=str(python))
     venv = venv_dir(target, info)
     report.venv = str(venv)
-    _recover_interrupted(run, target, venv)
     try:
+        _recover_interrupted(run, target, venv)
         installer = choose_installer(options.installer)
         interpreter = venv / "bin" / "python"
         if not run.skip_if_done("venv"):
@@ -699,7 +704,13 @@ def _recover_interrupted(run: _Run, target: Path, venv: Path) -> None:
     )
     if not unfinished:
         return
-    _remove_venv(target, venv)
+    try:
+        _remove_venv(target, venv)
+    except OSError as exc:
+        raise InstallError(
+            f"{venv}: cannot remove the venv an earlier run left unfinished: {exc}",
+            hint="remove it by hand, then run unpack again",
+        ) from exc
     state.forget("venv")
     run.events(
         "venv",
@@ -710,8 +721,8 @@ def _recover_interrupted(run: _Run, target: Path, venv: Path) -> None:
 
 
 def _remove_venv(target: Path, venv: Path) -> None:
-    """Remove an unfinished venv; at the target itself (format 1), everything but
-    repro's own state."""
+    """Remove an unfinished venv; at the target itself (a bundle of format 1), everything
+    but repro's own state (no later step has written there yet)."""
     if venv == target:
         for child in target.iterdir():
             if child.name == STATE_DIR:
