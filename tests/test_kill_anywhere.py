@@ -393,6 +393,8 @@ def test_a_kill_then_a_rerun_equals_a_clean_unpack(
             assert killed.state.get("started") == point.landed, killed.state
         # Tethered: the installer and all it started die with repro, PID kill or not.
         assert installers_left(target) == []
+        if killed.state:  # the verified bundle is in the target: nothing staged beside it
+            assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
         rerun = run_repro("unpack", str(bundle), "--target", str(target), *UNPACK_ARGS)
         assert rerun.returncode == 0, rerun.stderr.decode()
         assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # no staging

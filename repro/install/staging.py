@@ -46,6 +46,14 @@ def staging_dir(parent: Path) -> Iterator[Path]:
         os.close(fd)
 
 
+def moved_away(dest: Path) -> None:
+    """The staging directory `dest` was moved elsewhere (into the target): its lock file
+    has nothing left to guard, and goes now, so that a kill from here on leaves nothing
+    beside the target. The lock itself is let go when the block ends."""
+    with contextlib.suppress(FileNotFoundError):
+        dest.with_name(f"{dest.name}{LOCK_SUFFIX}").unlink()
+
+
 def remove_stale_staging(parent: Path) -> list[str]:
     """Remove the staging directories (and lock files) in `parent` whose lock no live
     run holds; returns their names. Those of live runs stay, on any host."""

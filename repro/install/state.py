@@ -1,11 +1,11 @@
 """TARGET/.repro/state.toml: which unpack steps finished, for which bundle.
 
-A step is recorded as started (`started = "install"`) before it changes anything
-and as done only after it finished, both through an fsynced atomic write. A
-rerun after a failure or a kill finds the step that was started and not done,
-redoes it from clean, and continues from there; a rerun after success changes
-nothing. A different bundle into the same target is refused unless the caller
-replaces it.
+A step is recorded as done only after it finished, and a step that writes into
+the target also as started (`started = "install"`) before it changes anything,
+both through an fsynced atomic write. A rerun after a failure or a kill finds
+the step that was started and not done, redoes it from clean, and continues from
+there; a rerun after success changes nothing. A different bundle into the same
+target is refused unless the caller replaces it.
 """
 
 from __future__ import annotations

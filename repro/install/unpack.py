@@ -59,7 +59,7 @@ from repro.install.services import (
 )
 from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
-from repro.install.staging import staging_dir
+from repro.install.staging import moved_away, staging_dir
 from repro.install.state import STATE_DIR, BundleIdentity, UnpackState, open_state
 from repro.install.workspace import (
     models_dir,
@@ -530,9 +530,11 @@ def _keep_bundle(bundle_dir: Path, kept: Path, *, movable: bool) -> None:
     if movable:
         try:
             bundle_dir.rename(kept)
-            return
         except OSError:
             pass
+        else:
+            moved_away(bundle_dir)
+            return
     staging = kept.with_name(f".{BUNDLE_DIR}.{secrets.token_hex(4)}")
     shutil.copytree(bundle_dir, staging)
     staging.rename(kept)
