@@ -20,6 +20,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from repro.archive import (
@@ -52,10 +53,12 @@ class _Copy:
         dest: DirWalker,
         copier: MemberCopier,
         limits: ArchiveLimits,
-        own: tuple[int, int],
+        own: frozenset[tuple[int, int]],
     ) -> None:
         self.source = source
-        self.own = own  # (st_dev, st_ino) of the copy: skipped if it is inside the source
+        # (st_dev, st_ino) of the copy and of its run's lock file: skipped if they are
+        # inside the source (unpack run inside the bundle directory)
+        self.own = own
         self.source_fd = source_fd
         self.dest = dest
         self.copier = copier
@@ -96,8 +99,8 @@ class _Copy:
                     continue
                 info = entry.stat(follow_symlinks=False)
                 mode = info.st_mode
-                if (info.st_dev, info.st_ino) == self.own:
-                    continue  # the staging copy itself (unpack run inside the bundle)
+                if (info.st_dev, info.st_ino) in self.own:
+                    continue  # the staging copy or its lock (unpack run inside the bundle)
                 if stat.S_ISDIR(mode):
                     subdirs.append(child)
                 elif stat.S_ISREG(mode):
@@ -160,12 +163,14 @@ def copy_bundle_dir(
     jobs: int | None = None,
     limits: ArchiveLimits | None = None,
     progress: ProgressSink | None = None,
+    skip: Sequence[Path] = (),
 ) -> dict[str, str]:
     """Copy the bundle directory `source` as `dest` (created here, mode 0700 until it is
     complete); return the sha256 of every file copied, by its path below `source`, taken
-    from the bytes written. Raises VerificationError naming every entry that is not a
-    directory or a regular file, or whose name a bundle cannot hold; `dest` is removed
-    on any failure by the caller."""
+    from the bytes written. `dest` and the files of `skip` (the run's staging lock) are
+    never copied, should they lie inside `source`. Raises VerificationError naming every
+    entry that is not a directory or a regular file, or whose name a bundle cannot hold;
+    `dest` is removed on any failure by the caller."""
     limits = limits or ArchiveLimits()
     try:
         source_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -177,14 +182,16 @@ def copy_bundle_dir(
     except OSError as exc:
         os.close(source_fd)
         raise UsageError(f"cannot create a staging directory at {dest}: {exc.strerror}") from exc
-    own = os.fstat(dest_fd)
+    own = {(info.st_dev, info.st_ino) for info in map(_identity, skip) if info is not None}
+    dest_info = os.fstat(dest_fd)
+    own.add((dest_info.st_dev, dest_info.st_ino))
     walker = DirWalker(dest_fd)
     if progress is not None:
         progress.start(0, 0)  # sizes are learnt while walking, as for a stream
     advance = progress.advance if progress is not None else None
     try:
         with MemberCopier(source_fd, str(source), jobs, on_copied=advance) as copier:
-            copy = _Copy(source, source_fd, walker, copier, limits, (own.st_dev, own.st_ino))
+            copy = _Copy(source, source_fd, walker, copier, limits, frozenset(own))
             pending: list[tuple[str, ...]] = [()]
             while pending:
                 pending.extend(reversed(copy.directory(pending.pop())))
@@ -205,3 +212,10 @@ def copy_bundle_dir(
         os.close(dest_fd)
         os.close(source_fd)
     return digests
+
+
+def _identity(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None

@@ -163,3 +163,97 @@ def test_two_concurrent_unpacks_end_as_one_run(
         assert code == 1 and "another repro process is unpacking here" in err, err
     assert end_state(target) == single_run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no staging left
+
+
+# --- staging directories of runs that share the parent directory ----------------------------
+
+HOLD_LOCK = """
+import fcntl, os, sys
+from pathlib import Path
+lock, staging = Path(sys.argv[1]), Path(sys.argv[2])
+fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+(staging / "bundle").mkdir(parents=True)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+DIE_IN_STAGING = """
+import os, signal, sys
+from pathlib import Path
+from repro.install.staging import staging_dir
+with staging_dir(Path(sys.argv[1])) as dest:
+    (dest / "bundle").mkdir(parents=True)
+    (dest.parent / f".{dest.name}.staging-cc").mkdir()
+    print(dest.name, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _python(script: str, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        text=True,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+    )
+
+
+def test_staging_cleanup_keeps_live_runs_and_removes_dead_ones(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """Runs that share the targets' parent directory: a live `repro unpack` (stopped right
+    after it verified its staging copy), and a live run of another PID namespace (its name
+    carries a PID that is dead here; a real process holds its lock) keep their staging
+    directories; a run that was SIGKILLed, and a directory whose name carries a PID that
+    happens to be alive here but whose lock nobody holds, lose theirs."""
+    parent = tmp_path / "targets"
+    parent.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "REPRO_TEST_STOP_AT": "verify done"}
+    live = subprocess.Popen(
+        [sys.executable, "-m", "repro", "unpack", str(bundle), "--target", str(parent / "a"),
+         "--cpu", "--dry-run"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    _pid, status = os.waitpid(live.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status)
+    (live_staging,) = [p for p in parent.iterdir() if p.is_dir()]
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    other_ns = parent / f".repro-unpack-{dead}-aaaa"
+    holder = _python(HOLD_LOCK, f"{other_ns}.lock", str(other_ns), stdin=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+
+    killed = _python(DIE_IN_STAGING, str(parent))
+    stale_name = killed.communicate(timeout=60)[0].strip()
+    assert killed.returncode == -signal.SIGKILL
+    stale = [parent / stale_name, parent / f".{stale_name}.staging-cc"]
+    unheld = parent / f".repro-unpack-{os.getpid()}-bbbb"  # a live PID, no lock held
+    (unheld / "bundle").mkdir(parents=True)
+    Path(f"{unheld}.lock").touch()
+    lockless = parent / f".repro-unpack-{os.getpid()}-cccc"  # no lock file at all
+    (lockless / "bundle").mkdir(parents=True)
+    assert all(path.is_dir() for path in stale)
+
+    second = run_repro("unpack", str(bundle), "--target", str(parent / "b"), "--cpu", "--dry-run")
+    assert second.returncode == 0, second.stderr.decode()
+    assert live_staging.is_dir() and Path(f"{live_staging}.lock").is_file()
+    assert other_ns.is_dir()
+    for gone in [*stale, unheld, lockless]:
+        assert not gone.exists(), gone
+    left = sorted(p.name for p in parent.iterdir())
+    assert left == sorted([live_staging.name, f"{live_staging.name}.lock",
+                           other_ns.name, f"{other_ns.name}.lock"])  # fmt: skip
+
+    os.kill(live.pid, signal.SIGCONT)
+    _out, err = live.communicate(timeout=300)
+    assert live.returncode == 0, err.decode()
+    assert not live_staging.exists() and not Path(f"{live_staging}.lock").exists()
+
+    holder.communicate(input="", timeout=60)  # the other run ends without cleaning up
+    third = run_repro("unpack", str(bundle), "--target", str(parent / "c"), "--cpu", "--dry-run")
+    assert third.returncode == 0, third.stderr.decode()
+    assert list(parent.iterdir()) == []

@@ -131,10 +131,12 @@ def test_a_stream_has_no_total_but_every_byte_is_reported(bundle: Path, tmp_path
 
 def test_read_bundle_passes_the_extraction_on(bundle: Path, tmp_path: Path) -> None:
     recorder = Recorder()
-    directory, info = read_bundle(str(bundle), tmp_path, progress=recorder)
-    assert info.name == "demo" and directory.parent == tmp_path
-    assert sum(recorder.advanced) == _payload(bundle)[0]
-    assert (directory / "MANIFEST.sha256").is_file()
+    with read_bundle(str(bundle), tmp_path, progress=recorder) as (directory, info):
+        assert info.name == "demo" and directory.parent == tmp_path
+        assert sum(recorder.advanced) == _payload(bundle)[0]
+        assert (directory / "MANIFEST.sha256").is_file()
+    assert not directory.exists()
+    assert list(tmp_path.iterdir()) == []  # the staging directory and its lock are gone
 
 
 # --- the bar, on a terminal only ----------------------------------------------------------

@@ -472,17 +472,19 @@ def test_drifted_target_is_patched_through_its_diff_and_conflicts_touch_nothing(
 # --- killed and resumed -----------------------------------------------------------------
 
 
-def _group_commands(pgid: int) -> list[str]:
+def _commands_naming(text: str) -> list[str]:
+    """Command lines of the processes that name `text` (the installers run in a process
+    group of their own, tethered to repro's)."""
     commands = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
-            commands.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except (OSError, ProcessLookupError):
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
             continue
+        if text in command:
+            commands.append(command)
     return commands
 
 
@@ -500,7 +502,7 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            installing = [c for c in _group_commands(proc.pid) if " pip install" in c]
+            installing = [c for c in _commands_naming(str(target)) if " pip install" in c]
             if installing:
                 seen = installing[0]
                 break
@@ -521,7 +523,8 @@ def test_run_killed_mid_install_resumes_to_the_same_state(
     result = unpack(bundles.default, target, "--cpu", "--no-smoke", "--installer", "pip", "--json")
     ok(result)
     steps = {s["name"]: s["status"] for s in json.loads(result.stdout)["steps"]}
-    assert steps["venv"] == "already done" and steps["install"] == "done"
+    # The install was cut short: its venv is rebuilt from nothing, then installed into.
+    assert steps["venv"] == "done" and steps["install"] == "done"
     assert installed(target) == installed(online["pip"])
     assert_round_trip(target, bundles.default)
     assert state(target)["done"] == state(online["pip"])["done"]
@@ -955,22 +958,3 @@ def test_every_verb_that_reads_a_bundle_resumes_a_url_after_a_drop(
     assert result.stdout.strip()
     ranges = [r.get("Range") for r in dropping_server.requests]
     assert ranges == [None, f"bytes={len(dropping_server.body) // 3}-"], ranges
-
-
-def test_staging_left_by_killed_runs_is_removed(bundles: Bundles, tmp_path: Path) -> None:
-    """A run killed mid-extraction leaves its staging directories; the next run removes
-    those whose process is gone and keeps those of a run still alive."""
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True, check=True)  # fmt: skip
-    dead = finished.stdout.strip()
-    stale = [
-        tmp_path / f".repro-unpack-{dead}-aa",
-        tmp_path / f"..repro-unpack-{dead}-bb.staging-cc",
-    ]
-    alive = tmp_path / f".repro-unpack-{os.getpid()}-dd"
-    for path in [*stale, alive]:
-        (path / "bundle").mkdir(parents=True)
-    result = unpack(bundles.default, tmp_path / "t", "--cpu", "--dry-run")
-    ok(result)
-    assert not any(path.exists() for path in stale)
-    assert alive.is_dir()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import click
@@ -41,6 +43,8 @@ STYLE = {
     "would run": "magenta",
     "needs": "yellow",
     "backed up": "yellow",
+    "started": "dim",
+    "redo": "yellow",
 }
 
 
@@ -65,6 +69,18 @@ Exit codes:
   2  TARGET is not a target `repro unpack` wrote
   4  files changed since patching (nothing restored; --force restores anyway)
 """
+
+
+# A test hook (tests/test_kill_anywhere.py): with REPRO_TEST_STOP_AT="STEP STATUS" in its
+# environment, `repro unpack` stops itself (SIGSTOP) right after it reports that event, so
+# that a test can kill it at exactly that point. Only the caller's environment can set it;
+# nothing in a bundle reaches it, and a stopped process goes on with SIGCONT.
+TEST_STOP_AT = "REPRO_TEST_STOP_AT"
+
+
+def _stop_for_test(step: str, status: str) -> None:
+    if os.environ.get(TEST_STOP_AT) == f"{step} {status}":
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 @click.command(
@@ -150,11 +166,11 @@ def unpack_command(
     console = diagnostic_console()
 
     def event(step: str, status: str, detail: str) -> None:
-        if quiet:
-            return
-        style = STYLE.get(status, "white")
-        # soft_wrap: a command is printed on one line, exactly, never broken by rich.
-        console.print(f"[{style}]{status:>12}[/{style}] {escape(step)}: {escape(detail)}")
+        if not (quiet or (status == "started" and not verbose)):
+            style = STYLE.get(status, "white")
+            # soft_wrap: a command is printed on one line, exactly, never broken by rich.
+            console.print(f"[{style}]{status:>12}[/{style}] {escape(step)}: {escape(detail)}")
+        _stop_for_test(step, status)
 
     def rung(result: RungResult) -> None:
         event(f"smoke {result.name}", result.status.value, result.summary)

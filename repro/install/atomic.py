@@ -11,6 +11,9 @@ from pathlib import Path
 
 from repro.errors import ReproError
 
+# The temporary file of an atomic write: `.NAME.RANDOM.repro-tmp` beside NAME.
+TEMP_SUFFIX = ".repro-tmp"
+
 
 def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -27,7 +30,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     the target; then the directory is fsynced so the rename itself is durable.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".repro-tmp", dir=path.parent)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "wb") as stream:
@@ -41,6 +44,23 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
             temp.unlink()
         raise
     fsync_directory(path.parent)
+
+
+def remove_temp_leftovers(root: Path) -> list[Path]:
+    """Remove the temporary files of atomic writes that a kill cut short anywhere under
+    `root` (symbolic links are not followed); returns them. Only a SIGKILL (or a power
+    cut) leaves one: every other exit removes its own."""
+    removed = []
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+                continue
+            path = Path(directory) / name
+            if path.is_file() and not path.is_symlink():
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                removed.append(path)
+    return removed
 
 
 def atomic_unlink(path: Path) -> None:

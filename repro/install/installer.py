@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 
 from repro.errors import InstallError, UsageError
 from repro.install.targetsite import read_installed
+from repro.install.tether import run_tethered
 from repro.snapshot.lock import read_requirements_lock, render_pins_only
 
 Installer = Literal["uv", "pip"]
@@ -146,15 +147,9 @@ def _run(
     cwd: Path | None = None,
 ) -> str:
     try:
-        result = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT,
-            check=False,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-        )
+        # Tethered: a kill of repro (its PID alone included) ends the installer too,
+        # so nothing writes into the venv after repro is gone.
+        result = run_tethered(argv, timeout=INSTALL_TIMEOUT, env=env, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{what}: {exc}") from exc
     if result.returncode != 0:

@@ -1,8 +1,11 @@
 """TARGET/.repro/state.toml: which unpack steps finished, for which bundle.
 
-A rerun after a failure or a kill continues from the first unfinished step; a
-rerun after success changes nothing. A different bundle into the same target
-is refused unless the caller replaces it.
+A step is recorded as done only after it finished, and a step that writes into
+the target also as started (`started = "install"`) before it changes anything,
+both through an fsynced atomic write. A rerun after a failure or a kill finds
+the step that was started and not done, redoes it from clean, and continues from
+there; a rerun after success changes nothing. A different bundle into the same
+target is refused unless the caller replaces it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class UnpackState:
     bundle: BundleIdentity
     done: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    # The step a run began and did not finish (killed, or it failed): what it made
+    # may be half made.
+    started: str | None = None
 
     @property
     def path(self) -> Path:
@@ -53,23 +59,42 @@ class UnpackState:
     def is_done(self, step: str) -> bool:
         return step in self.done
 
+    def mark_started(self, step: str) -> None:
+        """Recorded (and on disk) before the step changes anything."""
+        if step not in STEPS:
+            raise ValueError(step)
+        self.started = step
+        self.save()
+
+    def clear_started(self) -> None:
+        """The started step ended without anything to record (skipped)."""
+        if self.started is not None:
+            self.started = None
+            self.save()
+
     def mark_done(self, step: str, **facts: Any) -> None:
+        """Recorded only once the step has finished: the step and its facts at once."""
         if step not in STEPS:
             raise ValueError(step)
         if step not in self.done:
             self.done.append(step)
         if facts:
             self.facts[step] = facts
+        if self.started == step:
+            self.started = None
         self.save()
 
     def forget(self, step: str) -> None:
-        """Forget a step and every step after it (a later step depends on earlier ones)."""
+        """Forget a step and every step after it (a later step depends on earlier ones),
+        and that any of them was started."""
         index = STEPS.index(step)
         self.done = [s for s in self.done if STEPS.index(s) < index]
+        if self.started is not None and STEPS.index(self.started) >= index:
+            self.started = None
         self.save()
 
     def save(self) -> None:
-        document = {
+        document: dict[str, Any] = {
             "bundle": {
                 "name": self.bundle.name,
                 "version": self.bundle.version,
@@ -78,6 +103,8 @@ class UnpackState:
             "done": [s for s in STEPS if s in self.done],
             "facts": self.facts,
         }
+        if self.started is not None:
+            document["started"] = self.started
         atomic_write(self.path, tomli_w.dumps(document).encode())
 
 
@@ -93,12 +120,15 @@ def load_state(target: Path) -> UnpackState | None:
         )
         done = [str(step) for step in document.get("done", []) if step in STEPS]
         facts = dict(document.get("facts", {}))
+        started = document.get("started")
+        if started is not None and started not in STEPS:
+            raise TypeError(f"started = {started!r} is not a step")
     except (OSError, _toml.TOMLDecodeError, KeyError, TypeError) as exc:
         raise InstallError(
             f"{path}: unreadable unpack state: {exc}",
             hint="remove the target directory, or use --replace to start over",
         ) from exc
-    return UnpackState(target, identity, done, facts)
+    return UnpackState(target, identity, done, facts, started)
 
 
 def open_state(target: Path, bundle: BundleIdentity, *, replace: bool) -> UnpackState:

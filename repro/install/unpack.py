@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import shlex
 import shutil
@@ -36,7 +35,7 @@ from repro.errors import (
     VerificationError,
 )
 from repro.hashing import sha256_file
-from repro.install.atomic import atomic_write, exclusive_lock
+from repro.install.atomic import atomic_write, exclusive_lock, remove_temp_leftovers
 from repro.install.drift import Drift, patched_state, target_drift, target_info
 from repro.install.fetch import ResumableHTTPStream
 from repro.install.installer import (
@@ -58,6 +57,7 @@ from repro.install.services import (
 )
 from repro.install.smoke import SmokeStep
 from repro.install.sources import check_lock_options, package_sources
+from repro.install.staging import LOCK_SUFFIX, moved_away, staging_dir
 from repro.install.state import STATE_DIR, STEPS, BundleIdentity, UnpackState, open_state
 from repro.install.targetsite import site_packages_of, startup_files
 from repro.install.unitinstall import (
@@ -87,7 +87,9 @@ Events = Callable[[str, str, str], None]
 BUNDLE_DIR = "bundle"
 REPORT = "unpack-report.json"
 LOCK = "unpack.lock"
-STAGING_PREFIX = ".repro-unpack-"
+# Steps that write into the target, recorded as started before they run, so that a rerun
+# finds what a cut-short one left (models only reads; smoke writes only its logs).
+UNDONE_WHEN_CUT_SHORT = frozenset({"venv", "install", "patch", "workspace", "services"})
 
 
 @dataclass(frozen=True)
@@ -232,25 +234,6 @@ def verify_bundle_dir(
     return info
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale_staging(parent: Path) -> None:
-    """Staging directories of runs that were killed (their process is gone): ours, and
-    the extractor's own `.<ours>.staging-*` beside them when the kill came mid-extraction."""
-    for path in [*parent.glob(f"{STAGING_PREFIX}*-*"), *parent.glob(f".{STAGING_PREFIX}*-*")]:
-        pid = path.name.lstrip(".").removeprefix(STAGING_PREFIX.lstrip(".")).partition("-")[0]
-        if path.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
 def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     """Every file the later steps act on is parsed now, while nothing is written yet:
     the lock, patches.toml (paths inside site-packages) and the unit names."""
@@ -269,6 +252,7 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     check_units(bundle_dir, where=where)
 
 
+@contextlib.contextmanager
 def read_bundle(
     bundle: str,
     staging_parent: Path,
@@ -276,36 +260,35 @@ def read_bundle(
     *,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
-) -> tuple[Path, BundleInfo]:
-    """The verified bundle directory (a staging copy of ours), and its info.
+) -> Iterator[tuple[Path, BundleInfo]]:
+    """The verified bundle directory (a staging copy of ours) and its info, while the
+    block runs.
 
     An archive is extracted into a staging directory and verified there (signature,
     then manifest): the signature and the manifest are an archive's last members, so
     nothing can be judged before the whole stream has been read into staging. A
     directory is copied into staging the same way (hashed while copied) and verified
     there: what is verified is what later steps read, whatever happens to the
-    directory meanwhile. `progress` follows the extraction or copy (files and bytes)."""
-    _remove_stale_staging(staging_parent)
-    dest = staging_parent / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
-    if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
-        try:
-            copied = copy_bundle_dir(Path(bundle), dest, jobs=jobs, progress=progress)
-            info = verify_bundle_dir(dest, bundle, signature, known=copied, jobs=jobs)
-        except BaseException:
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-        return dest, info
-    infos: list[BundleInfo] = []
-    written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
+    directory meanwhile. The staging directory is this run's (see
+    repro.install.staging) until the block ends; then it is removed, unless the block
+    moved it away. `progress` follows the extraction or copy (files and bytes)."""
+    with staging_dir(staging_parent) as dest:
+        if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
+            lock = dest.with_name(f"{dest.name}{LOCK_SUFFIX}")
+            copied = copy_bundle_dir(Path(bundle), dest, jobs=jobs, progress=progress, skip=[lock])
+            yield dest, verify_bundle_dir(dest, bundle, signature, known=copied, jobs=jobs)
+            return
+        infos: list[BundleInfo] = []
+        written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
-    def verify(top: Path) -> None:
-        infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
+        def verify(top: Path) -> None:
+            infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
 
-    with _open_source(bundle) as (source, name):
-        extract_archive(
-            source, dest, source_name=name, verify=verify, digests=written, progress=progress
-        )
-    return dest, infos[0]
+        with _open_source(bundle) as (source, name):
+            extract_archive(
+                source, dest, source_name=name, verify=verify, digests=written, progress=progress
+            )
+        yield dest, infos[0]
 
 
 @contextlib.contextmanager
@@ -319,8 +302,10 @@ def opened_bundle(
     if not _is_url(bundle) and bundle != "-" and Path(bundle).is_dir():
         yield Path(bundle)
         return
-    with tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent:
-        directory, _info = read_bundle(bundle, Path(parent), jobs=jobs, progress=progress)
+    with (
+        tempfile.TemporaryDirectory(prefix="repro-bundle-") as parent,
+        read_bundle(bundle, Path(parent), jobs=jobs, progress=progress) as (directory, _),
+    ):
         yield directory
 
 
@@ -426,12 +411,16 @@ class _Run:
         self.running: str | None = None
 
     def skip_if_done(self, step: str) -> bool:
-        """True when `step` finished in an earlier run; otherwise it starts now."""
+        """True when `step` finished in an earlier run; otherwise it starts now, and is
+        recorded as started before it changes anything."""
         if self.state.is_done(step):
             self.report.steps.append(StepReport(step, "already done"))
             self.events(step, "already done", "")
             return True
         self.running = step
+        if step in UNDONE_WHEN_CUT_SHORT:
+            self.state.mark_started(step)
+        self.events(step, "started", "")
         return False
 
     def failed(self, error: ReproError) -> None:
@@ -450,6 +439,7 @@ class _Run:
 
     def skipped(self, step: str, detail: str) -> None:
         # Not recorded as done: a later run without --no-smoke runs the ladder.
+        self.state.clear_started()
         self.report.steps.append(StepReport(step, "skipped", detail))
         self.running = None
         self.events(step, "skipped", detail)
@@ -479,13 +469,10 @@ def unpack(
             f"--target {options.target} is a symbolic link; refusing to write through it",
             hint="pass the real directory, or a path that does not exist yet",
         )
-    bundle_dir, info = read_bundle(
+    with read_bundle(
         options.bundle, staging_parent, options.signature, jobs=options.jobs, progress=progress
-    )
-    try:
+    ) as (bundle_dir, info):
         return _unpack_verified(options, bundle_dir, info, report, emit, smoke)
-    finally:
-        shutil.rmtree(bundle_dir, ignore_errors=True)
 
 
 def _unpack_verified(
@@ -561,9 +548,11 @@ def _keep_bundle(bundle_dir: Path, kept: Path) -> None:
         return
     try:
         bundle_dir.rename(kept)
-        return
     except OSError:
         pass
+    else:
+        moved_away(bundle_dir)
+        return
     staging = kept.with_name(f".{BUNDLE_DIR}.{secrets.token_hex(4)}")
     shutil.copytree(bundle_dir, staging)
     staging.rename(kept)
@@ -585,6 +574,7 @@ def _install_steps(
     venv = venv_dir(target, info)
     report.venv = str(venv)
     try:
+        _recover_interrupted(run, target, venv)
         installer = choose_installer(options.installer)
         interpreter = venv / "bin" / "python"
         if not run.skip_if_done("venv"):
@@ -791,6 +781,61 @@ def _save_after_failure(run: _Run, error: ReproError) -> None:
         error.message += (
             f"\n(the report {where} could not be written either: {exc.strerror or exc})"
         )
+
+
+def _recover_interrupted(run: _Run, target: Path, venv: Path) -> None:
+    """Undo what an earlier run left half made when it was killed (or failed) in a step.
+
+    The temporary files of atomic writes a kill cut short are removed (in .repro/
+    always: a kill may come while the state itself is written). A venv is kept only
+    once the install into it has finished: after a run stopped in the venv or the
+    install step the venv is removed and the two steps run again from nothing, so a
+    distribution half unpacked by a killed installer cannot pass for installed (the
+    installer would see its metadata and leave it as it is). Rebuilding is as correct
+    as it gets and, with the installer's cache warm, about as fast as checking every
+    installed file against its RECORD, which would still miss files written before
+    the RECORD was."""
+    state = run.state
+    interrupted = state.started
+    remove_temp_leftovers(target if interrupted is not None else target / STATE_DIR)
+    for leftover in (target / STATE_DIR).glob(f".{BUNDLE_DIR}.*"):  # a cut-short copy
+        shutil.rmtree(leftover, ignore_errors=True)
+    unfinished = interrupted in ("venv", "install") or (
+        state.is_done("venv") and not state.is_done("install")
+    )
+    if not unfinished:
+        return
+    try:
+        _remove_venv(target, venv)
+    except OSError as exc:
+        raise InstallError(
+            f"{venv}: cannot remove the venv an earlier run left unfinished: {exc}",
+            hint="remove it by hand, then run unpack again",
+        ) from exc
+    state.forget("venv")
+    run.events(
+        "venv",
+        "redo",
+        f"an earlier run stopped in the {interrupted or 'install'} step; "
+        f"{venv} is removed and built again",
+    )
+
+
+def _remove_venv(target: Path, venv: Path) -> None:
+    """Remove an unfinished venv; at the target itself (a bundle of format 1), everything
+    but repro's own state (no later step has written there yet)."""
+    if venv == target:
+        for child in target.iterdir():
+            if child.name == STATE_DIR:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    elif venv.is_symlink() or venv.is_file():
+        venv.unlink()
+    elif venv.exists():
+        shutil.rmtree(venv)
 
 
 def _check_drift(run: _Run, target: Path, jobs: int | None) -> None:
