@@ -247,7 +247,8 @@ def test_names_that_are_not_utf8_are_left_out_with_a_warning(tmp_path: Path) -> 
     (tree,) = into.iterdir()
     report = json.loads((tree / "env" / "pack-report.json").read_text())
     assert f"{root}/bench/r\\xe9sultat.txt: {reason}; not carried" in report["warnings"]
-    assert {"path": "bench/r\\xe9sultat.txt", "reason": reason} in report["left_out"]
+    entry = {"path": "bench/r\\xe9sultat.txt", "kind": "bad-name", "reason": reason}
+    assert entry in report["left_out"]
     skipped = {(f["dist"], f["path"]) for f in report["skipped_files"]}
     assert {("idna", "idna/bad\\xff.py"), ("idna", "idna/d\\xe9j\\xe0/inner.py")} <= skipped
     members = _members(tree)

@@ -26,9 +26,17 @@ from repro.snapshot.models import ModelReference
 MAX_CARRIED_FILE = 64 << 20
 ALWAYS_SKIPPED = frozenset({CONFIG_NAME, "__pycache__"})
 # why, in one word: no rule selects it, too big, model weights, a credential, a link or
-# special file that is not carried
-LeftOutKind = Literal["unselected", "size", "weights", "secret", "not-a-file"]
-LEFT_OUT_KINDS: tuple[LeftOutKind, ...] = ("unselected", "size", "weights", "secret", "not-a-file")
+# special file that is not carried, a name a bundle cannot hold (not UTF-8, a control
+# character, a backslash)
+LeftOutKind = Literal["unselected", "size", "weights", "secret", "not-a-file", "bad-name"]
+LEFT_OUT_KINDS: tuple[LeftOutKind, ...] = (
+    "unselected",
+    "size",
+    "weights",
+    "secret",
+    "not-a-file",
+    "bad-name",
+)
 
 
 @dataclass(frozen=True)

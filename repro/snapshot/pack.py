@@ -66,6 +66,7 @@ from repro.snapshot.indexes import IndexConfig, read_index_config
 from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
 from repro.snapshot.leftout import (
     LeftOut,
+    LeftOutKind,
     split_by_size,
     split_secrets,
     uncovered_entries,
@@ -105,6 +106,7 @@ from repro.snapshot.vault import (
 )
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
+from repro.tarformat import uncarried_name
 from repro.workspace import workspace_config
 
 if TYPE_CHECKING:
@@ -829,8 +831,9 @@ def _pack(
         for link, refusal in config.files.refused:
             # shown with \xNN escapes: a name that is not UTF-8 is one reason to be here
             warnings.append(f"{printable_path(str(link))}: {refusal}; not carried")
-            rel = printable_path(link.relative_to(source).as_posix())
-            left_out.append(LeftOut(rel, refusal, "not-a-file"))
+            rel = link.relative_to(source).as_posix()
+            kind: LeftOutKind = "bad-name" if uncarried_name(rel) else "not-a-file"
+            left_out.append(LeftOut(printable_path(rel), refusal, kind))
         left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
         carried, credentials = split_secrets(sized, source, secret_values)
         warnings += [f"{source / item.path}: {item.reason}" for item in credentials]
