@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from repro.bundle.manifest import MANIFEST_NAME, verify_directory, write_manifest
 from repro.hashing import default_jobs
-from repro.manifest import MANIFEST_NAME, verify_directory, write_manifest
 
 
 def build_tree(root: Path, small: int, large: int, large_mib: int) -> int:

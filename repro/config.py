@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from repro import _toml
-from repro.bundle import MAX_TIMEOUT_S
+from repro.archive.tarformat import uncarried_name
+from repro.bundle.info import MAX_TIMEOUT_S
 from repro.errors import ConfigError
-from repro.tarformat import uncarried_name
 from repro.treeglob import glob_tree, matched_entries
 
 CONFIG_NAME = "repro.toml"

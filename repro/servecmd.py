@@ -12,7 +12,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from repro.bundle import Engine, Role
+from repro.bundle.info import Engine, Role
 
 DEFAULT_PORTS: dict[Engine, int] = {"sglang": 30000, "vllm": 8000, "openai": 8000}
 MODEL_FLAGS: dict[str, Role] = {

@@ -23,7 +23,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from repro.archive import (
+from repro.archive.core import (
     DIR_FLAGS,
     DIR_MODE,
     EXEC_MODE,
@@ -32,11 +32,11 @@ from repro.archive import (
     ArchiveLimits,
     DirWalker,
 )
+from repro.archive.membercopy import MemberCopier
+from repro.archive.tarformat import name_problem
+from repro.bundle.manifest import ProgressSink, printable_path
 from repro.errors import InputError, UsageError, VerificationError
 from repro.hashing import file_kind
-from repro.manifest import ProgressSink, printable_path
-from repro.membercopy import MemberCopier
-from repro.tarformat import name_problem
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 SHOWN_REFUSALS = 50

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from repro.archive import write_directory
-from repro.bundle import BundleInfo, SourceInfo, dump_bundle_info
-from repro.manifest import MANIFEST_NAME, write_manifest
-from repro.patchset import dump_patchset
-from repro.signing import SIGNATURE_NAME, sign_manifest
+from repro.archive.core import write_directory
+from repro.bundle.info import BundleInfo, SourceInfo, dump_bundle_info
+from repro.bundle.manifest import MANIFEST_NAME, write_manifest
+from repro.bundle.patchset import dump_patchset
+from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
 
 NAME = "demo"
 VERSION = "1.0"

@@ -57,7 +57,7 @@ def sglang_env(tmp_path_factory: pytest.TempPathFactory) -> Venv:
 def unpacked_venv(target: Path) -> Path:
     """The venv `repro unpack` rebuilt in TARGET: at the workspace's venv place, which
     the kept bundle.toml records ([workspace] venv; the target itself for format 1)."""
-    from repro.bundle import load_bundle_info
+    from repro.bundle.info import load_bundle_info
 
     toml = target / ".repro" / "bundle" / "bundle.toml"
     info = load_bundle_info(toml.read_bytes(), source=str(toml))

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from repro.archive import ArchiveLimits, Compression, DeterministicTarWriter, extract_archive
+from repro.archive.core import ArchiveLimits, Compression, DeterministicTarWriter, extract_archive
 from repro.errors import ReproError
 from tests.hostile import CASES, TOP, gz
 

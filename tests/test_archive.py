@@ -1,4 +1,4 @@
-"""repro.archive: deterministic writing, safe reading and extraction, against real tars."""
+"""repro.archive.core: deterministic writing, safe reading and extraction, against real tars."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import BinaryIO, cast
 import pytest
 import zstandard
 
-from repro import archive
-from repro.archive import (
+from repro.archive import core as archive
+from repro.archive.core import (
     ArchiveLimits,
     Compression,
     DeterministicTarWriter,
@@ -650,7 +650,7 @@ def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one
     leaves nothing."""
     import fcntl
 
-    from repro import membercopy
+    from repro.archive import membercopy
 
     big = tmp_path / "big"
     shutil.copytree(trees[1], big)
@@ -797,13 +797,13 @@ def run_foreign(python: str, script: str, *args: str) -> str:
 
 def test_hostile_cases_refused_by_debian_python_without_tarfile_filters() -> None:
     """/usr/bin/python3 is Debian's 3.11.2: no tarfile.data_filter, no zstandard, no click.
-    repro.archive must import there and refuse every case on its own checks."""
+    repro.archive.core must import there and refuse every case on its own checks."""
     python = "/usr/bin/python3"
     facts = json.loads(
         run_foreign(
             python,
             "import json, sys, tarfile, importlib.util as u\n"
-            "import repro.archive\n"
+            "import repro.archive.core\n"
             "print(json.dumps([hasattr(tarfile, 'data_filter'), u.find_spec('zstandard') is None,"
             " 'zstandard' in sys.modules]))",
         )

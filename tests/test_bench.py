@@ -167,8 +167,8 @@ def test_repro_check_starts_without_importing_other_commands() -> None:
         "    cli.main(['check', '--help'], standalone_mode=False)\n"
         "finally:\n"
         "    heavy = sorted(m for m in sys.modules if m.startswith(("
-        "'repro.demo', 'repro.snapshot', 'repro.install', 'repro.ladder', 'requests',"
-        " 'repro.sbom', 'cyclonedx')))\n"
+        "'repro.verbs.demo', 'repro.snapshot', 'repro.install', 'repro.ladder', 'requests',"
+        " 'repro.verbs.sbom', 'cyclonedx')))\n"
         "    print('HEAVY', heavy)\n"
     )
     completed = subprocess.run(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.archive import DeterministicTarWriter, read_member
-from repro.bundle import (
+from repro.archive.core import DeterministicTarWriter, read_member
+from repro.bundle.info import (
     FORMAT_VERSION,
     BundleInfo,
     Gpu,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from repro import memberfill
-from repro.archive import DeterministicTarWriter
+from repro.archive import memberfill
+from repro.archive.core import DeterministicTarWriter
 from repro.crc import crc32
 from repro.errors import InputError, UsageError
 from repro.snapshot.bundlewriter import Members, Reserved, Streamed, write_bundle

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from repro.check import CheckOptions, TargetKind, check_target, classify_target
+from repro.bundle.manifest import MANIFEST_NAME, write_manifest
 from repro.cli._progress import IMMEDIATE_BYTES, HashProgressBar, hash_progress
 from repro.errors import ArchiveError, InputError
-from repro.manifest import MANIFEST_NAME, write_manifest
+from repro.verbs.check import CheckOptions, TargetKind, check_target, classify_target
 from tests.conftest import REPO_ROOT, read_pty, run_repro
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.archive import write_directory
-from repro.manifest import write_manifest
+from repro.archive.core import write_directory
+from repro.bundle.manifest import write_manifest
 from tests.conftest import run_repro
 
 

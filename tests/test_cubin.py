@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.cubin import (
+from repro.gpu.cubin import (
     MIN_INSPECTED_BYTES,
     WheelArchs,
     elf_archs,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.demo import workspace_dir
+from repro.verbs.demo import workspace_dir
 from tests.conftest import run_repro
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.directio import ALIGN, DirectWriter, open_direct
+from repro.archive.directio import ALIGN, DirectWriter, open_direct
 from repro.errors import InputError
 from repro.snapshot.bundlewriter import partial_output
 

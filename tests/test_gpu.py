@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from repro.gpu import Verdict, arch_compatible, parse_arch
+from repro.gpu.arch import Verdict, arch_compatible, parse_arch
 
 # torch 2.11 cu130 wheels: TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
 TORCH_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle import BundleInfo, ModelRef, SourceInfo, WorkspaceInfo
+from repro.bundle.info import BundleInfo, ModelRef, SourceInfo, WorkspaceInfo
 from repro.errors import PatchConflictError, UsageError
 from repro.install.workspace import path_values, plan_restore, restore_workspace, venv_dir
 from repro.snapshot.leftout import (

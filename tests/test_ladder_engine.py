@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle import BundleInfo, LaunchInfo, SourceInfo, dump_bundle_info
+from repro.bundle.info import BundleInfo, LaunchInfo, SourceInfo, dump_bundle_info
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.snapshot import services

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle import BundleInfo, LaunchCommand, LaunchInfo, SourceInfo, dump_bundle_info
+from repro.bundle.info import BundleInfo, LaunchCommand, LaunchInfo, SourceInfo, dump_bundle_info
 from repro.install.smoke import verdict
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 from repro.ladder.options import SmokeOptions, spec_from_options

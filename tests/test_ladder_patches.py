@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.ladder import LadderSpec, PatchedFile, RungStatus, run_ladder
+from repro.ladder import AppliedPatch, LadderSpec, RungStatus, run_ladder
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def engine_spec(python: Path, patched: tuple[PatchedFile, ...]) -> LadderSpec:
+def engine_spec(python: Path, patched: tuple[AppliedPatch, ...]) -> LadderSpec:
     return LadderSpec(python=python, rungs=("engine",), engines=(), patched_files=patched)
 
 
@@ -43,9 +43,9 @@ def test_patched_files_verified_and_imported(venv: tuple[Path, Path]) -> None:
     added.write_text("VALUE = 1\n")
     (site / "pip" / "py.typed").unlink()
     patched = (
-        PatchedFile("pip", "pip/__init__.py", "modified", sha(modified)),
-        PatchedFile("pip", "pip/_repro_added.py", "added", sha(added)),
-        PatchedFile("pip", "pip/py.typed", "deleted", None),
+        AppliedPatch("pip", "pip/__init__.py", "modified", sha(modified)),
+        AppliedPatch("pip", "pip/_repro_added.py", "added", sha(added)),
+        AppliedPatch("pip", "pip/py.typed", "deleted", None),
     )
     result = run_ladder(engine_spec(python, patched)).result("engine")
     assert result.status is RungStatus.PASS, result
@@ -55,7 +55,7 @@ def test_patched_files_verified_and_imported(venv: tuple[Path, Path]) -> None:
 
 def test_patched_file_with_other_hash_fails(venv: tuple[Path, Path]) -> None:
     python, _ = venv
-    patched = (PatchedFile("pip", "pip/__init__.py", "modified", "0" * 64),)
+    patched = (AppliedPatch("pip", "pip/__init__.py", "modified", "0" * 64),)
     result = run_ladder(engine_spec(python, patched)).result("engine")
     assert result.status is RungStatus.FAIL
     assert "pip:pip/__init__.py: sha256 differs from the patched file" in result.summary
@@ -65,8 +65,8 @@ def test_patched_file_with_other_hash_fails(venv: tuple[Path, Path]) -> None:
 def test_deleted_file_that_exists_and_missing_dist_fail(venv: tuple[Path, Path]) -> None:
     python, _ = venv
     patched = (
-        PatchedFile("pip", "pip/py.typed", "deleted", None),
-        PatchedFile("sglang", "sglang/srt/x.py", "modified", "0" * 64),
+        AppliedPatch("pip", "pip/py.typed", "deleted", None),
+        AppliedPatch("sglang", "sglang/srt/x.py", "modified", "0" * 64),
     )
     result = run_ladder(engine_spec(python, patched)).result("engine")
     assert result.status is RungStatus.FAIL
@@ -78,7 +78,7 @@ def test_patch_that_breaks_an_import_fails_here(venv: tuple[Path, Path]) -> None
     python, site = venv
     broken = site / "pip" / "_internal" / "repro_broken.py"
     broken.write_text("from pip._internal.utils import no_such_name\n")
-    patched = (PatchedFile("pip", "pip/_internal/repro_broken.py", "added", sha(broken)),)
+    patched = (AppliedPatch("pip", "pip/_internal/repro_broken.py", "added", sha(broken)),)
     result = run_ladder(engine_spec(python, patched)).result("engine")
     assert result.status is RungStatus.FAIL
     assert "import pip._internal.repro_broken: ImportError" in result.summary

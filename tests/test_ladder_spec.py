@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repro.errors import BundleFormatError, InputError, UsageError
-from repro.ladder import RUNG_NAMES, LaunchSpec, PatchedFile
+from repro.ladder import RUNG_NAMES, AppliedPatch, LaunchSpec
 from repro.ladder.options import SmokeOptions, spec_from_options
 from repro.ladder.spec import launch_from_command, launch_from_unit, spec_from_bundle_dir
 
@@ -77,8 +77,8 @@ def test_spec_from_bundle_dir(tmp_path: Path) -> None:
         expected_text="Paris",
     )
     assert spec.patched_files == (
-        PatchedFile("sglang", "sglang/srt/x.py", "modified", "bb"),
-        PatchedFile("sglang", "sglang/srt/gone.py", "deleted", None),
+        AppliedPatch("sglang", "sglang/srt/x.py", "modified", "bb"),
+        AppliedPatch("sglang", "sglang/srt/gone.py", "deleted", None),
     )
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle import MAX_TIMEOUT_S, load_bundle_info
+from repro.bundle.info import MAX_TIMEOUT_S, load_bundle_info
+from repro.bundle.manifest import MAX_LINE_BYTES, MAX_PATH_DEPTH, parse_manifest
 from repro.config import load_config
 from repro.errors import BundleFormatError, ConfigError
-from repro.manifest import MAX_LINE_BYTES, MAX_PATH_DEPTH, parse_manifest
 from tests.conftest import run_repro
 from tests.test_bundle import MINIMAL
 

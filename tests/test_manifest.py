@@ -1,4 +1,4 @@
-"""repro.manifest against GNU `sha256sum -c` itself, plus round trips and units."""
+"""repro.bundle.manifest against GNU `sha256sum -c` itself, plus round trips and units."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repro.errors import InputError, ManifestError
-from repro.manifest import (
+from repro.bundle.manifest import (
     MANIFEST_NAME,
     ManifestEntry,
     compare_digests,
@@ -24,6 +23,7 @@ from repro.manifest import (
     verify_directory,
     write_manifest,
 )
+from repro.errors import InputError, ManifestError
 
 SHA256SUM = shutil.which("sha256sum") or "/usr/bin/sha256sum"
 ALPHA = b"alpha\n"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.archive.directio import ALIGN, DirectWriter, open_direct, preallocate, write_span
+from repro.archive.memberfill import BUFFER_SIZE, FileRun, Hole, Piece, fill_holes
 from repro.crc import crc32
-from repro.directio import ALIGN, DirectWriter, open_direct, preallocate, write_span
 from repro.errors import InputError, NotAsRecorded
-from repro.memberfill import BUFFER_SIZE, FileRun, Hole, Piece, fill_holes
 
 
 def _files(root: Path, rng: random.Random, sizes: list[int]) -> list[Piece]:

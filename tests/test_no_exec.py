@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle import LaunchCommand, LaunchInfo, dump_bundle_info
+from repro.bundle.info import LaunchCommand, LaunchInfo, dump_bundle_info
 from repro.install.unitinstall import SYSTEMD_DIR
 from tests.bundles import archive_tree, bundle_info, make_bundle_tree
 from tests.conftest import run_repro

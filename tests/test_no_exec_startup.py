@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle.manifest import write_manifest
+from repro.bundle.patchset import PatchEntry, dump_patchset, load_patchset
 from repro.install.state import load_state
-from repro.manifest import write_manifest
-from repro.patchset import PatchEntry, dump_patchset, load_patchset
 from tests._venvs import find_python
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro, unpacked_venv

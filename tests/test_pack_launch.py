@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle import LaunchCommand, load_bundle_info
+from repro.bundle.info import LaunchCommand, load_bundle_info
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.snapshot.pack import PackOptions, pack
 from tests.snapshot.conftest import PYTHON_311, make_venv

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle.patchset import PatchEntry, PatchSet, dump_patchset, load_patchset
 from repro.diffapply import unified_diff
 from repro.errors import InstallError, PatchConflictError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install import patching
 from repro.install.atomic import atomic_write, exclusive_lock
-from repro.patchset import PatchEntry, PatchSet, dump_patchset, load_patchset
 
 IDNA = "idna==3.10"
 
@@ -221,7 +221,7 @@ KILLER = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
     from repro.install import patching
-    from repro.patchset import load_patchset
+    from repro.bundle.patchset import load_patchset
     site, bundle = Path(sys.argv[1]), Path(sys.argv[2])
     calls = []
     def writer(path, data, mode):

@@ -16,13 +16,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repro.archive import ArchiveLimits, DeterministicTarWriter, iter_members, member_order
-from repro.bundle import load_bundle_info
+from repro.archive.core import ArchiveLimits, DeterministicTarWriter, iter_members, member_order
+from repro.archive.tarformat import name_problem
+from repro.bundle.info import load_bundle_info
+from repro.bundle.manifest import format_manifest, normalize_path, parse_manifest
+from repro.bundle.patchset import load_patchset
 from repro.errors import ReproError
-from repro.manifest import format_manifest, normalize_path, parse_manifest
-from repro.patchset import load_patchset
 from repro.snapshot.lock import read_requirements_lock
-from repro.tarformat import name_problem
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from repro.errors import SignatureError
-from repro.manifest import MANIFEST_NAME
-from repro.signing import (
+from repro.bundle.manifest import MANIFEST_NAME
+from repro.bundle.signing import (
     NAMESPACE,
     SIGNATURE_NAME,
     SignaturePolicy,
     sign_manifest,
     verify_signature,
 )
+from repro.errors import SignatureError
 from tests.bundles import TOP, archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

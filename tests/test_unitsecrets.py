@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from repro.dropin import DROPIN_NAME, REQUIRED_MARK, render_dropin, required_names, unset_names
-from repro.secrets import is_secret_variable, looks_like_token, strip_url_credentials
+from repro.redaction import is_secret_variable, looks_like_token, strip_url_credentials
 from repro.snapshot.unitsecrets import clean_unit, secret_flag
 from repro.unitexec import parse_service
 

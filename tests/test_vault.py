@@ -25,7 +25,7 @@ from repro.snapshot.installed import (
     InstalledDist,
     SchemePaths,
     list_installed,
-    read_record,
+    read_dist_record,
     scheme_paths,
 )
 from repro.snapshot.vault import build_vault, vault_reasons
@@ -278,7 +278,7 @@ def _record_hashes(dist: InstalledDist) -> dict[str, str | None]:
     skip = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
     return {
         e.path: e.sha256
-        for e in read_record(dist.dist_info)
+        for e in read_dist_record(dist.dist_info)
         if "__pycache__" not in e.path and e.path.rsplit("/", 1)[-1] not in skip
     }
 

@@ -8,7 +8,8 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from repro.check import CheckOptions, check_target
+from repro.bundle.manifest import CheckReport, printable_path
+from repro.bundle.signing import SignaturePolicy
 from repro.cli._common import (
     diagnostic_console,
     echo_json,
@@ -20,8 +21,7 @@ from repro.cli._common import (
 )
 from repro.cli._progress import hash_progress
 from repro.errors import EXIT_INVALID, EXIT_OK
-from repro.manifest import CheckReport, printable_path
-from repro.signing import SignaturePolicy
+from repro.verbs.check import CheckOptions, check_target
 
 
 @click.command("check", short_help="Verify a bundle (file, URL, directory) or a manifest.")

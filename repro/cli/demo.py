@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.text import Text
 
 from repro.cli._common import diagnostic_console, echo_json, verbosity_options
-from repro.demo import DemoReport, DemoStep, run_demo
 from repro.errors import EXIT_INVALID, EXIT_OK
+from repro.verbs.demo import DemoReport, DemoStep, run_demo
 
 
 @click.command("demo", short_help="Run the whole round trip on an example; needs no GPU.")

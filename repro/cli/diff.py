@@ -7,8 +7,6 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from repro.bundlediff import DiffReport, FactChange, TextChange, diff_views
-from repro.bundleview import load_bundle, load_environment
 from repro.cli._common import (
     PYTHON,
     diagnostic_console,
@@ -19,6 +17,8 @@ from repro.cli._common import (
 from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK
 from repro.snapshot.modulefiles import probed_by_import
+from repro.verbs.diff import DiffReport, FactChange, TextChange, diff_views
+from repro.verbs.view import load_bundle, load_environment
 
 
 @click.command("diff", short_help="Compare two bundles, or a bundle and a live environment.")

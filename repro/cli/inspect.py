@@ -18,7 +18,7 @@ from repro.cli._common import (
 )
 from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK
-from repro.inspect import InspectReport, copy_member, inspect_bundle
+from repro.verbs.inspection import InspectReport, copy_member, inspect_bundle
 
 
 @click.command("inspect", short_help="Show what a bundle holds and whether it verifies.")

@@ -35,7 +35,7 @@ def sbom_command(
     env/sbom.cdx.json that `repro pack --sbom` writes into it.
     """
     from repro.install.atomic import atomic_write
-    from repro.sbom import sbom_of_bundle
+    from repro.verbs.sbom import sbom_of_bundle
 
     document = sbom_of_bundle(bundle, jobs=jobs)
     if output is None:

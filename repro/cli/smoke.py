@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from repro.bundle import MAX_TIMEOUT_S
+from repro.bundle.info import MAX_TIMEOUT_S
 from repro.cli._common import (
     PYTHON,
     diagnostic_console,

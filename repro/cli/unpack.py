@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from repro.bundle.signing import SignaturePolicy
 from repro.cli._common import (
     JOBS_DEFAULT,
     PYTHON,
@@ -29,7 +30,6 @@ from repro.install.state import STATE_DIR
 from repro.install.unitinstall import SYSTEMD_DIR
 from repro.install.unpack import UnpackOptions, UnpackReport, unpack, unpatch_target
 from repro.ladder import RungResult
-from repro.signing import SignaturePolicy
 
 STYLE = {
     "done": "green",

@@ -15,14 +15,14 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from repro.bundle import BundleInfo, load_bundle_info
+from repro.bundle.info import BundleInfo, load_bundle_info
+from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
 from repro.hashing import hash_files
 from repro.install.installer import compare_installed
 from repro.install.state import STATE_DIR, UnpackState, load_state
 from repro.install.targetsite import read_installed, site_packages_of
 from repro.install.workspace import venv_dir
-from repro.patchset import PatchEntry, load_patchset
 from repro.snapshot.lock import read_requirements_lock
 
 KEPT_BUNDLE = "bundle"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from repro.bundle import ModelRef
+from repro.bundle.info import ModelRef
 from repro.hashing import sha256_file
 
 ModelStatus = Literal["found", "missing", "different"]

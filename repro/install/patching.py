@@ -26,12 +26,12 @@ import tomli_w
 from packaging.utils import canonicalize_name
 
 from repro import _toml
+from repro.bundle.patchset import PatchEntry, PatchSet
 from repro.diffapply import DiffApplyError, apply_unified_diff
 from repro.errors import InstallError, PatchConflictError, ReproError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install.atomic import atomic_unlink, atomic_write, exclusive_lock
 from repro.install.targetsite import NO_SITE
-from repro.patchset import PatchEntry, PatchSet
 
 Action = Literal["write", "delete", "skip"]
 Writer = Callable[[Path, bytes, int], None]

@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
-from repro.cubin import inspection_budget, wheel_archs
-from repro.gpu import Verdict, arch_compatible
-from repro.install.gpuinfo import GpuInventory, query_gpus
+from repro.gpu.arch import Verdict, arch_compatible
+from repro.gpu.cubin import inspection_budget, wheel_archs
+from repro.gpu.info import GpuInventory, query_gpus
 from repro.install.targetsite import NO_SITE
 
 Status = Literal["pass", "warn", "fail"]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from repro.bundle import BundleInfo
+from repro.bundle.info import BundleInfo
 from repro.dropin import dropin_member, read_values, required_names
 from repro.ladder import RUNG_NAMES, LaunchSpec, RungResult, RungStatus, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir

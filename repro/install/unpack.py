@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from repro.archive import extract_archive
-from repro.bundle import BundleInfo, load_bundle_info
-from repro.bundleview import VaultEntry, load_vault
+from repro.archive.core import extract_archive
+from repro.bundle.info import BundleInfo, load_bundle_info
+from repro.bundle.manifest import MANIFEST_NAME, CheckReport, ProgressSink, verify_directory
+from repro.bundle.patchset import load_patchset
+from repro.bundle.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
+from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import (
     BundleFormatError,
     InputError,
@@ -74,9 +77,6 @@ from repro.install.workspace import (
     restore_workspace,
     venv_dir,
 )
-from repro.manifest import MANIFEST_NAME, CheckReport, ProgressSink, verify_directory
-from repro.patchset import load_patchset
-from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import read_requirements_lock
 from repro.snapshot.services import render_unit
@@ -398,7 +398,7 @@ def _custom_vault_wheels(bundle_dir: Path) -> list[str]:
     """Vault wheels that are there because no index serves them (not only --wheels all);
     each a file name inside env/wheels/ (load_vault refuses any other)."""
     entries = _vault_entries(bundle_dir)
-    return sorted(e.filename for e in entries if "--wheels all" not in e.reason)
+    return sorted(e.filename for e in entries if not e.index_serves)
 
 
 class _Run:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.bundle import BundleInfo
+from repro.bundle.info import BundleInfo
 from repro.errors import PatchConflictError, UsageError
 from repro.hashing import sha256_file
 from repro.install.atomic import atomic_write

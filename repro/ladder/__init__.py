@@ -2,10 +2,10 @@
 
 from repro.ladder.model import (
     RUNG_NAMES,
+    AppliedPatch,
     LadderReport,
     LadderSpec,
     LaunchSpec,
-    PatchedFile,
     RungResult,
     RungStatus,
     Timeouts,
@@ -14,10 +14,10 @@ from repro.ladder.runner import parse_rungs, run_ladder
 
 __all__ = [
     "RUNG_NAMES",
+    "AppliedPatch",
     "LadderReport",
     "LadderSpec",
     "LaunchSpec",
-    "PatchedFile",
     "RungResult",
     "RungStatus",
     "Timeouts",

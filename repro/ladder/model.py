@@ -19,7 +19,7 @@ class RungStatus(enum.Enum):
 
 
 @dataclass(frozen=True)
-class PatchedFile:
+class AppliedPatch:
     """A file a patch changed inside site-packages, and the hash it must have now."""
 
     dist: str
@@ -78,7 +78,7 @@ class LadderSpec:
     cpu: bool = False
     rungs: tuple[str, ...] = RUNG_NAMES  # empty: every rung, as RUNG_NAMES
     engines: tuple[str, ...] | None = None  # None: whichever of ENGINES is installed
-    patched_files: tuple[PatchedFile, ...] = ()
+    patched_files: tuple[AppliedPatch, ...] = ()
     launch: LaunchSpec | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     keep_going: bool = False

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from repro.gpu import Verdict, arch_compatible
+from repro.gpu.arch import Verdict, arch_compatible
 from repro.ladder.common import facts_of, failed, script_problem, skipped
 from repro.ladder.interp import ScriptRun, run_script
 from repro.ladder.model import ENGINES, LadderSpec, RungResult, RungStatus

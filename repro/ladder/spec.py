@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from repro import _toml
-from repro.bundle import MAX_TIMEOUT_S
+from repro.bundle.info import MAX_TIMEOUT_S
 from repro.errors import BundleFormatError, InputError
 from repro.ladder.model import (
     ENGINES,
     RUNG_NAMES,
+    AppliedPatch,
     LadderSpec,
     LaunchSpec,
-    PatchedFile,
     Timeouts,
 )
 from repro.servecmd import PortNotANumber, serve_command
@@ -184,14 +184,14 @@ def launch_from_unit(
     return fill_variables(launch, variables or {})
 
 
-def patched_files(bundle_dir: Path) -> tuple[PatchedFile, ...]:
+def patched_files(bundle_dir: Path) -> tuple[AppliedPatch, ...]:
     path = bundle_dir / "patches" / "patches.toml"
     if not path.exists():
         return ()
     entries = _load(path).get("files", [])
     if not isinstance(entries, list):
         raise BundleFormatError(f"{path}: [[files]] must be an array of tables")
-    found: list[PatchedFile] = []
+    found: list[AppliedPatch] = []
     for index, entry in enumerate(entries):
         where = f"{path}: files[{index}]"
         if not isinstance(entry, dict):
@@ -204,7 +204,7 @@ def patched_files(bundle_dir: Path) -> tuple[PatchedFile, ...]:
         digest = entry.get("patched_sha256")
         if kind != "deleted" and not isinstance(digest, str):
             raise BundleFormatError(f"{where}: needs patched_sha256")
-        found.append(PatchedFile(dist, rel, kind, digest if kind != "deleted" else None))
+        found.append(AppliedPatch(dist, rel, kind, digest if kind != "deleted" else None))
     return tuple(found)
 
 

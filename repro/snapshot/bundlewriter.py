@@ -2,7 +2,7 @@
 
 Into a bundle file, each vault wheel is laid out as its tar header and a hole of its
 planned size, and a pool of threads writes the wheels into their holes, largest first,
-hashing each as it is written (`repro.memberfill`): every installed file is read once
+hashing each as it is written (`repro.archive.memberfill`): every installed file is read once
 here. The lock files that list the wheels' sha256 sort before the wheels: they are
 written with placeholders of the same length and filled in once the wheels are written.
 Into a pipe or through gzip, the wheels are streamed in order and their digests taken
@@ -22,19 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from repro.archive import Compression, DeterministicTarWriter, member_order
-from repro.directio import (
+from repro.archive.core import Compression, DeterministicTarWriter, member_order
+from repro.archive.directio import (
     DirectWriter,
     direct_io_setting,
     libc_function,
     open_direct,
     preallocate,
 )
+from repro.archive.memberfill import FileRun, Hole, Piece, fill_holes
+from repro.bundle.manifest import MANIFEST_NAME, ProgressSink, format_manifest
+from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
 from repro.errors import InputError
 from repro.hashing import default_jobs
-from repro.manifest import MANIFEST_NAME, ProgressSink, format_manifest
-from repro.memberfill import FileRun, Hole, Piece, fill_holes
-from repro.signing import SIGNATURE_NAME, sign_manifest
 from repro.snapshot.zipstream import ZipPlan
 
 
@@ -154,7 +154,7 @@ class Writeback:
 def partial_output(output: Path) -> Iterator[BinaryIO]:
     """A temp file beside `output`, renamed over it only when everything was written
     (and made durable: fsync before the rename). Written past the page cache
-    (`repro.directio`) where the file system allows it, unless REPRO_DIRECT_IO=0; else
+    (`repro.archive.directio`) where the file system allows it, unless REPRO_DIRECT_IO=0; else
     through it, with writeback started as the file grows."""
     output.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent)

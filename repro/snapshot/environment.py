@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.errors import ProbeError, UsageError
-from repro.secrets import scrub_document
+from repro.redaction import scrub_document
 
 VENV_DIRS = ("venv", ".venv", "env")
 PROBE_SCHEMA = 1
@@ -226,7 +226,7 @@ def probe_environment(
 def facts_from_dict(document: Mapping[str, Any]) -> EnvironmentFacts:
     """Build EnvironmentFacts from the probe's JSON (or from a stored environment.json).
 
-    Every string is scrubbed first (repro.secrets.scrub_text): a direct_url.json URL
+    Every string is scrubbed first (repro.redaction.scrub_text): a direct_url.json URL
     with `x-access-token:ghp_...@` or a token-shaped value never reaches the facts, so
     no member written from them (environment.json, REPRODUCE.md, vault reasons) holds it.
     """

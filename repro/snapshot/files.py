@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from repro.errors import ConfigError
-from repro.secrets import TOKEN_VALUE_BYTES, has_url_credentials
+from repro.redaction import TOKEN_VALUE_BYTES, has_url_credentials
 
 SECRET_FILE_PATTERNS = (
     ".netrc",

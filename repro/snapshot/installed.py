@@ -21,7 +21,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
-from repro.secrets import scrub_document
+from repro.redaction import scrub_document
 from repro.snapshot.record import RecordEntry
 from repro.snapshot.record import read_record as read_record_file
 
@@ -147,7 +147,7 @@ def read_metadata_name_version(dist_info: Path) -> tuple[str, str]:
     return str(name), str(version)
 
 
-def read_record(dist_info: Path) -> list[RecordEntry]:
+def read_dist_record(dist_info: Path) -> list[RecordEntry]:
     """The RECORD rows of an installed distribution (paths relative to site-packages)."""
     record = dist_info / "RECORD"
     if not record.is_file():

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from repro.bundle.manifest import printable_path
 from repro.config import CONFIG_NAME
-from repro.manifest import printable_path
 from repro.snapshot.files import looks_secret, secret_in_file
 from repro.snapshot.models import ModelReference
 

@@ -20,7 +20,7 @@ import tomli_w
 
 from repro import __version__, _toml
 from repro.errors import InputError, ProbeError, PylockError
-from repro.secrets import scrub_text
+from repro.redaction import scrub_text
 from repro.snapshot.environment import EnvironmentFacts, normalize_name
 from repro.snapshot.indexes import IndexConfig
 
@@ -130,7 +130,7 @@ def freeze_from(
 ) -> Freeze:
     """The freeze from a finished `run_pip_freeze`, or derived from `facts` without pip.
     pip prints `name @ git+https://user:token@host/...` as direct_url.json says: the
-    credentials are stripped (repro.secrets.scrub_text)."""
+    credentials are stripped (repro.redaction.scrub_text)."""
     if proc.returncode == 0:
         return Freeze(scrub_text(proc.stdout.decode("utf-8", "replace")), derived=False)
     if b"No module named pip" not in proc.stderr:

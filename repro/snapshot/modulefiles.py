@@ -3,7 +3,7 @@
 Importing a CUDA torch in the target costs seconds and ~600 MB; what pack records about it
 is on disk anyway: `torch/version.py` holds `__version__`, `cuda`, `hip` and `git_version`
 as plain assignments (parsed with `ast`, never executed), and `torch/lib/libtorch_cuda.so`
-holds the kernels, whose architectures `repro.cubin` reads from the ELF's fat-binary headers.
+holds the kernels, whose architectures `repro.gpu.cubin` reads from the ELF's fat-binary headers.
 `probe_target` runs the probe and fills the key modules either way.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from repro.cubin import elf_archs
+from repro.gpu.cubin import elf_archs
 from repro.probe.environment import KEY_MODULES
 from repro.snapshot.environment import (
     DistributionFacts,

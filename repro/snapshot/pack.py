@@ -27,8 +27,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from repro import __version__
-from repro.archive import Compression, source_date_epoch
-from repro.bundle import (
+from repro.archive.core import Compression, source_date_epoch
+from repro.archive.memberfill import not_as_recorded
+from repro.archive.tarformat import uncarried_name
+from repro.bundle.info import (
     BundleInfo,
     Engine,
     Gpu,
@@ -40,16 +42,15 @@ from repro.bundle import (
     WorkspaceInfo,
     dump_bundle_info,
 )
+from repro.bundle.manifest import ProgressSink, printable_path
+from repro.bundle.patchset import dump_patchset
+from repro.bundle.signing import find_ssh_keygen
 from repro.config import Config
 from repro.diffapply import count_diff_lines
 from repro.errors import NotAsRecorded, UsageError
 from repro.hashing import hash_files
-from repro.manifest import ProgressSink, printable_path
-from repro.memberfill import not_as_recorded
-from repro.patchset import dump_patchset
-from repro.secrets import is_secret_name, scrub_text
+from repro.redaction import is_secret_name, scrub_text
 from repro.servecmd import DEFAULT_PORTS
-from repro.signing import find_ssh_keygen
 from repro.snapshot import services as unit_capture
 from repro.snapshot.bundlewriter import (
     Generated,
@@ -96,7 +97,7 @@ from repro.snapshot.requirements_check import UnmetRequirement, check_environmen
 from repro.snapshot.scan import ScanReport, scan_environment
 from repro.snapshot.scancache import ScanCache
 from repro.snapshot.vault import (
-    VaultEntry,
+    PlannedWheel,
     VaultReport,
     VaultSelection,
     VaultWheel,
@@ -106,7 +107,6 @@ from repro.snapshot.vault import (
 )
 from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
-from repro.tarformat import uncarried_name
 from repro.workspace import workspace_config
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ def default_cache_dir() -> Path:
 
 
 def _check_deferred_not_written(
-    scan: ScanReport, entries: Sequence[VaultEntry], *, jobs: int | None
+    scan: ScanReport, entries: Sequence[PlannedWheel], *, jobs: int | None
 ) -> None:
     """The files the scan left to the writing but no rebuilt wheel writes (a wheel taken
     from elsewhere): hashed here. Raises NotAsRecorded for one that differs."""
@@ -1000,7 +1000,7 @@ def _pack(
 def _add_sbom(members: Members) -> None:
     """env/sbom.cdx.json, made once every other member is written: from their bytes (the
     lock files' as filled in) and digests, as `repro sbom` makes it from the bundle."""
-    from repro.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
+    from repro.verbs.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
 
     written = {rel: c for rel, c in members.items.items() if isinstance(c, bytes)}
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle.patchset import PatchEntry
 from repro.hashing import sha256_file
-from repro.patchset import PatchEntry
 from repro.snapshot.pristine import PristineCache, make_diff, pristine_file
 from repro.snapshot.scan import PatchedFile, ScanReport
 from repro.snapshot.workspace_patches import WorkspacePatch

@@ -16,8 +16,10 @@ import stat
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
+from repro.archive.tarformat import uncarried_name
+from repro.bundle.manifest import printable_path
+from repro.bundle.patchset import PatchKind
 from repro.hashing import (
     HashPipeline,
     HashResult,
@@ -26,12 +28,9 @@ from repro.hashing import (
     file_digest,
     not_regular,
 )
-from repro.manifest import printable_path
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
-from repro.tarformat import uncarried_name
 
-PatchKind = Literal["modified", "added", "deleted"]
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 
 

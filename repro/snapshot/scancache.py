@@ -14,7 +14,7 @@ read could keep the same times, so a file whose change time is less than `RACY_N
 before the read started is read again next time (git's "racily clean" rule).
 
 Vault wheels do not rest on the cache alone: their writer checks the CRC-32 of every
-byte it reads against the planned one (`repro.memberfill`).
+byte it reads against the planned one (`repro.archive.memberfill`).
 
 The cache is a text file per environment under `$XDG_CACHE_HOME/repro/scan` (one line
 per file), replaced atomically; a cache that cannot be read is ignored, one that cannot

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.bundle import LaunchCommand, Role
+from repro.bundle.info import LaunchCommand, Role
 from repro.dropin import REQUIRED_MARK, dropin_member, render_dropin
 from repro.errors import InputError
-from repro.secrets import is_secret_name, scrub_text, secret_assignment
+from repro.redaction import is_secret_name, scrub_text, secret_assignment
 from repro.servecmd import PortNotANumber, model_arguments, serve_command
 from repro.snapshot.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.unitexec import ServiceExec, parse_service
@@ -152,7 +152,7 @@ def resolve_unit_names(names: Sequence[str], *, unit_dir: Path = SYSTEM_UNIT_DIR
 
 
 def redact_environment_file(text: str) -> tuple[str, tuple[str, ...]]:
-    """Empty the values of KEY=value lines that hold a credential (repro.secrets
+    """Empty the values of KEY=value lines that hold a credential (repro.redaction
     .secret_assignment), each marked for the operator (repro.dropin.REQUIRED_MARK);
     keep comments and layout."""
     out: list[str] = []

@@ -1,7 +1,7 @@
 """Take the credentials out of a unit file before it enters a bundle.
 
 From `Environment=` (every assignment of a line, quoted or not): a variable whose name
-says it is a credential (repro.secrets.is_secret_variable), or whose value looks like a
+says it is a credential (repro.redaction.is_secret_variable), or whose value looks like a
 token or is a URL with credentials. From the command lines (`ExecStart=`,
 `ExecStartPre=`, `ExecStartPost=`, `ExecReload=`, `ExecStop=`...): the value of a
 credential flag (`--token=V`, `--token V`, `--api-key V`, `--hf-token V`,
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from repro.dropin import dropin_reference
-from repro.secrets import (
+from repro.redaction import (
     TOKEN_VALUE,
     is_secret_variable,
     looks_like_token,

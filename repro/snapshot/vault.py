@@ -39,7 +39,8 @@ from packaging.version import InvalidVersion, Version
 
 from repro.hashing import CHUNK_SIZE, default_jobs, sha256_file
 from repro.snapshot.indexcheck import IndexFile, IndexReport, check_index, target_tags
-from repro.snapshot.installed import InstalledDist, SchemePaths, read_record
+from repro.snapshot.installed import InstalledDist, SchemePaths, read_dist_record
+from repro.snapshot.pristine import default_pip_cache
 from repro.snapshot.wheelbuild import (
     EXCLUDED_DIST_INFO,
     BuiltWheel,
@@ -146,7 +147,7 @@ def wheel_matches_install(wheel: Path, dist: InstalledDist) -> bool:
         return False
     installed = {
         entry.path: entry.sha256
-        for entry in read_record(dist.dist_info)
+        for entry in read_dist_record(dist.dist_info)
         if entry.sha256 is not None and _compared(entry.path)
     }
     in_wheel: dict[str, str] = {}
@@ -197,14 +198,6 @@ def _local_wheels(dirs: Iterable[Path], recursive: bool) -> dict[tuple[str, Vers
             if key is not None:
                 found.setdefault(key, []).append(path)
     return found
-
-
-def default_pip_cache() -> Path:
-    """pip's cache directory as pip picks it on Linux (PIP_CACHE_DIR, XDG_CACHE_HOME)."""
-    if os.environ.get("PIP_CACHE_DIR"):
-        return Path(os.environ["PIP_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pip"
 
 
 def _dist_key(dist: InstalledDist) -> tuple[str, Version] | None:
@@ -323,7 +316,7 @@ class VaultSelection:
 
 
 @dataclass(frozen=True)
-class VaultEntry:
+class PlannedWheel:
     """One wheel of the vault before it is written: a file, or a rebuilt wheel's plan."""
 
     name: str
@@ -353,7 +346,7 @@ class VaultEntry:
 
 @dataclass(frozen=True)
 class VaultPlan:
-    entries: list[VaultEntry]
+    entries: list[PlannedWheel]
     warnings: list[str]
     index: IndexReport | None
 
@@ -440,12 +433,12 @@ def plan_vault(
     its plan is written, or streamed into the bundle, later."""
     warnings = list(selection.warnings)
 
-    def build_one(dist: InstalledDist) -> VaultEntry | VaultError:
+    def build_one(dist: InstalledDist) -> PlannedWheel | VaultError:
         reason = "; ".join(selection.reasons[dist.canonical_name]) or "--wheels all"
         try:
             if dist.editable:
                 built = _build_editable(dist, work_dir, python, scheme, source_date_epoch)
-                return VaultEntry(
+                return PlannedWheel(
                     dist.name, dist.version, built.filename, reason, "built-from-source", built.path
                 )
             plan = plan_wheel(
@@ -464,7 +457,7 @@ def plan_vault(
                 f"{dist.name}: RECORD lists no hash for {', '.join(plan.unverified)}; "
                 "copied into the rebuilt wheel unverified"
             )
-        return VaultEntry(dist.name, dist.version, plan.filename, reason, "rebuilt", plan=plan)
+        return PlannedWheel(dist.name, dist.version, plan.filename, reason, "rebuilt", plan=plan)
 
     # Editable distributions are built from source by pip, a process each: in threads.
     # Rebuilt wheels are planned here, one after another: planning is interpreter-bound,
@@ -487,20 +480,20 @@ def plan_vault(
             f"{len(failures)} distributions cannot be put into the vault:\n"
             + "\n".join(str(f) for f in failures)
         )
-    built = {e.name: e for e in results if isinstance(e, VaultEntry)}
-    entries: list[VaultEntry] = []
+    built = {e.name: e for e in results if isinstance(e, PlannedWheel)}
+    entries: list[PlannedWheel] = []
     for dist in selection.selected:
         if dist.canonical_name in selection.obtained:
             path, source = selection.obtained[dist.canonical_name]
             reason = "; ".join(selection.reasons[dist.canonical_name]) or "--wheels all"
-            entries.append(VaultEntry(dist.name, dist.version, path.name, reason, source, path))
+            entries.append(PlannedWheel(dist.name, dist.version, path.name, reason, source, path))
         else:
             entries.append(built[dist.name])
     entries.sort(key=lambda e: e.filename)
     return VaultPlan(entries, sorted(set(warnings), key=warnings.index), selection.index)
 
 
-def hash_vault(entries: Sequence[VaultEntry], *, jobs: int | None = None) -> list[str]:
+def hash_vault(entries: Sequence[PlannedWheel], *, jobs: int | None = None) -> list[str]:
     """The sha256 of every entry's wheel, in parallel, largest first (a rebuilt wheel is
     read from the files it is planned from; the page cache usually still holds them)."""
     order = sorted(range(len(entries)), key=lambda i: entries[i].size, reverse=True)
@@ -569,7 +562,7 @@ def build_vault(
     return VaultReport(wheels, plan.warnings, plan.index)
 
 
-def _materialize(entry: VaultEntry, out_dir: Path) -> VaultWheel:
+def _materialize(entry: PlannedWheel, out_dir: Path) -> VaultWheel:
     target = out_dir / entry.filename
     if entry.plan is not None:
         fd, tmp_name = tempfile.mkstemp(prefix=".rebuild-", suffix=".whl", dir=out_dir)

@@ -46,8 +46,8 @@ from repro.hashing import CHUNK_SIZE, HashResult, file_digest
 from repro.snapshot.installed import (
     InstalledDist,
     SchemePaths,
+    read_dist_record,
     read_metadata_name_version,
-    read_record,
 )
 from repro.snapshot.record import RecordEntry, join_record_path
 from repro.snapshot.scan import link_outside
@@ -387,7 +387,7 @@ def plan_wheel(
     # sha256): with `consume` the rest is let go, so a file is one result or one member,
     # not both (the pack's peak of memory grows with the files, bench/README.md)
     consumed = digests if consume and isinstance(digests, MutableMapping) else None
-    entries = read_record(dist.dist_info)
+    entries = read_dist_record(dist.dist_info)
     wheel_info = _read_wheel_file(dist)
     if wheel_info is not None:
         root_is_purelib, tags, build = wheel_info

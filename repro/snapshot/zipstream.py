@@ -23,9 +23,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.archive.memberfill import not_as_recorded
 from repro.crc import crc32
 from repro.errors import InputError
-from repro.memberfill import not_as_recorded
 
 CHUNK = 1 << 20
 LIMIT_32 = 0xFFFFFFFF  # the value a classic field holds when the real one is in ZIP64

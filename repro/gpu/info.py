@@ -13,7 +13,7 @@ QUERY = "index,name,compute_cap,driver_version,memory.total"
 
 
 @dataclass(frozen=True)
-class Gpu:
+class DetectedGpu:
     index: int
     name: str
     capability: tuple[int, int]
@@ -23,12 +23,12 @@ class Gpu:
 
 @dataclass(frozen=True)
 class GpuInventory:
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[DetectedGpu, ...]
     driver_cuda: str | None
     error: str | None = None
 
 
-def _visible(gpus: list[Gpu]) -> list[Gpu]:
+def _visible(gpus: list[DetectedGpu]) -> list[DetectedGpu]:
     """Apply CUDA_VISIBLE_DEVICES when it lists indices (UUID forms are left alone)."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
     if value is None:
@@ -38,7 +38,7 @@ def _visible(gpus: list[Gpu]) -> list[Gpu]:
         return []
     if not all(item.lstrip("-").isdigit() for item in items):
         return gpus
-    chosen: list[Gpu] = []
+    chosen: list[DetectedGpu] = []
     by_index = {gpu.index: gpu for gpu in gpus}
     for item in items:
         index = int(item)
@@ -48,7 +48,7 @@ def _visible(gpus: list[Gpu]) -> list[Gpu]:
     return chosen
 
 
-def parse_query(text: str) -> list[Gpu]:
+def parse_query(text: str) -> list[DetectedGpu]:
     gpus = []
     for line in text.splitlines():
         fields = [field.strip() for field in line.split(",")]
@@ -59,7 +59,7 @@ def parse_query(text: str) -> list[Gpu]:
         if not (index.isdigit() and major.isdigit() and minor.isdigit()):
             continue
         memory_mib = int(memory) if memory.isdigit() else 0
-        gpus.append(Gpu(int(index), name, (int(major), int(minor)), driver, memory_mib))
+        gpus.append(DetectedGpu(int(index), name, (int(major), int(minor)), driver, memory_mib))
     return gpus
 
 

@@ -31,10 +31,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from repro.bundle import layout
 from repro.errors import InputError, ManifestError
 from repro.hashing import hash_files
 
-MANIFEST_NAME = "MANIFEST.sha256"
+MANIFEST_NAME = layout.MANIFEST
 SIGNATURE_SUFFIX = ".sig"
 DIGEST_HEX_LENGTH = 64
 # sha256sum ignores lines shorter than digest + separator + one-character name.

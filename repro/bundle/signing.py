@@ -16,10 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle import layout
 from repro.errors import SignatureError, UsageError
 
 NAMESPACE = "repro-bundle"
-SIGNATURE_NAME = "MANIFEST.sha256.sig"
+SIGNATURE_NAME = layout.SIGNATURE
 MIN_OPENSSH = (8, 1)
 TIMEOUT_S = 60
 _OPENSSH_VERSION = re.compile(rb"OpenSSH_(\d+)\.(\d+)")

@@ -12,7 +12,7 @@ O_DIRECT the device reads the bytes straight from aligned buffers: 4 GB took 2.6
 each at its own offset (so the disk works while the caller reads and hashes the next
 bytes, with several writes in flight: one synchronous 8 MiB write at a time left the GPU
 host's NVMe disk at ~1 GB/s). `skip` leaves a hole that other threads fill
-(`write_span`, `repro.memberfill`: the vault wheels, written in parallel). Partial pages
+(`write_span`, `repro.archive.memberfill`: the vault wheels, written in parallel). Partial pages
 (the last one, those at a hole's edges, shared with the thread that fills it) and bytes
 rewritten in place after they were handed off (reserved members filled in later) go
 through an ordinary descriptor of the same file, whole pages past the cache: no page is

@@ -39,27 +39,21 @@ from packageurl import PackageURL
 from packaging.utils import canonicalize_name
 
 from repro import __version__, _toml
-from repro.archive import MANIFEST_NAMES
-from repro.bundle import BundleInfo, load_bundle_info
-from repro.bundleview import (
-    BUNDLE_TOML,
-    KEEP_LIMIT,
-    PATCHES_TOML,
-    VAULT_TOML,
-    VaultEntry,
-    load_bundle,
-    load_vault,
-)
+from repro.bundle import layout
+from repro.bundle.info import BundleInfo, load_bundle_info
+from repro.bundle.layout import BUNDLE_TOML, MANIFEST_NAMES, PATCHES_TOML, VAULT_TOML
+from repro.bundle.manifest import format_manifest
+from repro.bundle.patchset import PatchEntry, PatchSet, load_patchset
+from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import BundleFormatError, VerificationError
 from repro.hashing import sha256_bytes
-from repro.manifest import format_manifest
-from repro.patchset import PatchEntry, PatchSet, load_patchset
 from repro.snapshot.lock import LockFile, parse_requirements_lock
+from repro.verbs.view import KEEP_LIMIT, load_bundle
 
-SBOM_MEMBER = "env/sbom.cdx.json"
+SBOM_MEMBER = layout.SBOM
 SPEC_VERSION = "1.6"
-LOCK = "env/requirements.lock"
-PYLOCK = "env/pylock.toml"
+LOCK = layout.REQUIREMENTS_LOCK
+PYLOCK = layout.PYLOCK
 PYPI = ("https://pypi.org/simple", "https://pypi.org/simple/")
 # The namespace of serial numbers: a UUID5 of this name and the manifest's sha256.
 _SERIAL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://cyclonedx.org/repro/bundle-manifest")
@@ -153,14 +147,14 @@ def _pedigree(entries: Sequence[PatchEntry], contents: Mapping[str, bytes]) -> P
         member = entry.diff_member
         if member is None:
             continue
-        data = contents.get(f"patches/{member}")
+        data = contents.get(layout.in_patches(member))
         text = None
         if data is not None:
             text = AttachedText(content=data.decode("utf-8", "replace"), content_type="text/x-diff")
         patches.append(
             Patch(
                 type=PatchClassification.UNOFFICIAL,
-                diff=Diff(text=text, url=XsUri(f"patches/{member}")),
+                diff=Diff(text=text, url=XsUri(layout.in_patches(member))),
             )
         )
     files = ", ".join(f"{e.path} ({e.kind})" for e in entries)

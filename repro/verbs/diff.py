@@ -17,10 +17,12 @@ from typing import Any, Literal, TypeVar
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from repro.bundle import ModelRef, SourceInfo
-from repro.bundleview import BundleView, MemberInfo, VaultEntry
+from repro.bundle import layout
+from repro.bundle.info import ModelRef, SourceInfo
+from repro.bundle.patchset import PatchEntry
+from repro.bundle.vault import VaultEntry
 from repro.diffapply import unified_diff
-from repro.patchset import PatchEntry
+from repro.verbs.view import BundleView, MemberInfo
 
 Change = Literal["added", "removed", "upgraded", "downgraded", "changed"]
 T = TypeVar("T")
@@ -201,7 +203,7 @@ def _text_diff(old: str | None, new: str | None, path: str) -> str | None:
 
 def _full_text(view: BundleView, entry: PatchEntry) -> str | None:
     full = entry.full_member
-    return view.text(f"patches/{full}") if full else None
+    return view.text(layout.in_patches(full)) if full else None
 
 
 def diff_patches(a: BundleView, b: BundleView) -> tuple[PatchChange, ...]:
@@ -321,7 +323,7 @@ def diff_models(a: BundleView, b: BundleView) -> tuple[ModelChange, ...]:
         for filename, old_sha, new_sha in _pairs(old.small_files, new.small_files):
             if old_sha == new_sha:
                 continue
-            path = f"models/{name}/{filename}"
+            path = layout.model_file(name, filename)
             if old_sha is None or new_sha is None:
                 files.append(TextChange(path, "added" if old_sha is None else "removed", None))
             else:
@@ -346,9 +348,9 @@ def diff_views(a: BundleView, b: BundleView) -> DiffReport:
         distributions=diff_distributions(a, b),
         vault=diff_vault(a.vault or (), b.vault or ()) if both_bundles else (),
         patches=diff_patches(a, b),
-        units=diff_members(a, b, "services/") if both_bundles else (),
+        units=diff_members(a, b, layout.under(layout.SERVICES)) if both_bundles else (),
         environment=diff_environment(a, b),
         models=diff_models(a, b) if both_bundles else (),
-        files=diff_members(a, b, "files/") if both_bundles else (),
+        files=diff_members(a, b, layout.under(layout.FILES)) if both_bundles else (),
         not_compared=() if both_bundles else ("vault", "units", "models", "files"),
     )

@@ -33,22 +33,19 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
-from repro import tarformat
+from repro.archive import tarformat
+from repro.archive.membercopy import MemberCopier
+from repro.archive.tarformat import BLOCK, name_problem
+from repro.bundle.layout import MANIFEST_NAMES, TRAILING_MEMBERS
 from repro.errors import ArchiveError, InputError, UnsafeArchiveError, UsageError
 from repro.hashing import BackgroundSha256
-from repro.membercopy import MemberCopier
-from repro.tarformat import BLOCK, name_problem
 
 if TYPE_CHECKING:
-    from repro.manifest import ProgressSink
+    from repro.bundle.manifest import ProgressSink
 
 Compression = Literal["none", "gz", "zst"]
 Kind = Literal["file", "dir"]
 
-MANIFEST_NAMES = ("MANIFEST.sha256", "MANIFEST.sha256.sig")
-# Members made from the digests of every other member (the SBOM): written after them,
-# before the manifest, so that they can describe the rest without describing themselves.
-TRAILING_MEMBERS = ("env/sbom.cdx.json",)
 FILE_MODE = 0o644
 EXEC_MODE = 0o755
 DIR_MODE = 0o755
@@ -315,7 +312,7 @@ class DeterministicTarWriter:
 
     def add_hole(self, rel: str, size: int, *, executable: bool = False) -> int:
         """Add the file `rel` of `size` bytes without writing them: return the offset in
-        the `hole_target` file where another thread writes them (`repro.memberfill`);
+        the `hole_target` file where another thread writes them (`repro.archive.memberfill`);
         its sha256 comes later through `settle`, before `close`."""
         if self.hole_target() is None:
             raise UsageError(f"archive {self._top}: cannot leave a hole: output not a file")

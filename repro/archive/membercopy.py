@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
-from repro.directio import ALIGN, direct_io_setting, pwrite_all
+from repro.archive.directio import ALIGN, direct_io_setting, pwrite_all
 from repro.errors import ArchiveError, VerificationError
 from repro.hashing import default_jobs
 

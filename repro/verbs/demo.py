@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.check import CheckOptions, check_target
+from repro.bundle.patchset import load_patchset
 from repro.errors import ReproError, UsageError
 from repro.install.patching import apply_patches
 from repro.install.smoke import ladder_step
 from repro.install.unpack import UnpackOptions, unpack
-from repro.patchset import load_patchset
 from repro.snapshot.pack import PackOptions, default_cache_dir, pack
+from repro.verbs.check import CheckOptions, check_target
 
 PACKAGES = ("idna==3.10", "six==1.16.0", "packaging==24.2")
 TORCH = "torch==2.13.0"
@@ -93,7 +93,7 @@ class DemoReport:
 
 
 def shipped_patch_set() -> Path:
-    path = Path(__file__).resolve().parent.parent / "patches" / PATCH_SET
+    path = Path(__file__).resolve().parents[2] / "patches" / PATCH_SET
     if not (path / "patches.toml").is_file():
         raise ReproError(
             f"{path}: the demo's patch set is missing",

@@ -13,11 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from repro.archive import detect_compression, iter_members_at
-from repro.bundlestream import is_url, open_archive
-from repro.errors import ArchiveError, InputError, SignatureError
-from repro.hashing import hash_spans, sha256_stream
-from repro.manifest import (
+from repro.archive.core import detect_compression, iter_members_at
+from repro.bundle.manifest import (
     MANIFEST_NAME,
     SIGNATURE_SUFFIX,
     CheckReport,
@@ -26,7 +23,10 @@ from repro.manifest import (
     parse_manifest,
     verify_directory,
 )
-from repro.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
+from repro.bundle.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
+from repro.bundle.stream import is_url, open_archive
+from repro.errors import ArchiveError, InputError, SignatureError
+from repro.hashing import hash_spans, sha256_stream
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst")
 _SNIFF_BYTES = 64 << 10

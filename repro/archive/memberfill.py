@@ -1,12 +1,12 @@
 """Writing bundle members in parallel, each at its place in the bundle file, hashed as it
-is written: pack's counterpart of `repro.membercopy`.
+is written: pack's counterpart of `repro.archive.membercopy`.
 
 The tar writer lays a vault wheel out as its header and a hole of the wheel's planned
 size (`DeterministicTarWriter.add_hole`); a pool of threads then fills the holes, largest
 first. Each thread reads the installed files straight into a page-aligned buffer,
 checks each file's CRC-32 against the plan (the ZIP headers state it), hashes the
 buffer and writes it at its offset (past the page cache where the bundle is
-written so, `repro.directio.write_span`): every byte is read once and hashed once on its
+written so, `repro.archive.directio.write_span`): every byte is read once and hashed once on its
 way into the bundle, and the wheels are hashed on as many cores as there are threads
 (one SHA-256 stream per wheel, in the tar writer's thread, had bound pack to one core).
 hashlib, preadv and pwrite release the interpreter lock.
@@ -25,8 +25,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.archive.directio import ALIGN, write_span
 from repro.crc import crc32
-from repro.directio import ALIGN, write_span
 from repro.errors import InputError, NotAsRecorded
 
 # 1 MiB: as fast as 2 and 4 MiB on the VM and the GPU host, alternated (6.2 s against

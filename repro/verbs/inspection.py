@@ -11,17 +11,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from repro.archive import iter_members
-from repro.bundle import ModelRef
-from repro.bundlestream import open_archive
-from repro.bundleview import BundleView, VaultEntry, load_bundle
-from repro.check import TargetKind, classify_target
+from repro.archive.core import iter_members
+from repro.bundle import layout
+from repro.bundle.info import ModelRef
+from repro.bundle.manifest import MANIFEST_NAME, parse_manifest
+from repro.bundle.stream import open_archive
+from repro.bundle.vault import VaultEntry
 from repro.diffapply import count_diff_lines
 from repro.errors import InputError
 from repro.hashing import CHUNK_SIZE
-from repro.manifest import MANIFEST_NAME, parse_manifest
 from repro.snapshot.environment import EnvironmentFacts, ModuleProbe
 from repro.snapshot.modulefiles import probed_by_import
+from repro.verbs.check import TargetKind, classify_target
+from repro.verbs.view import BundleView, load_bundle
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,11 @@ def _patch_lines(view: BundleView) -> tuple[PatchLines, ...]:
         added: int | None = None
         removed: int | None = None
         diff_member = entry.diff_member
-        diff = view.text(f"patches/{diff_member}") if diff_member else None
+        diff = view.text(layout.in_patches(diff_member)) if diff_member else None
         if diff is not None:
             added, removed = count_diff_lines(diff)
         elif entry.kind == "added" and entry.full_member is not None:
-            content = view.text(f"patches/{entry.full_member}")
+            content = view.text(layout.in_patches(entry.full_member))
             if content is not None:
                 added, removed = len(content.splitlines()), 0
         result.append(
@@ -121,10 +123,12 @@ def _patch_lines(view: BundleView) -> tuple[PatchLines, ...]:
 
 
 def inspect_view(view: BundleView) -> InspectReport:
-    services = view.under("services/")
+    services = view.under(layout.under(layout.SERVICES))
     units = tuple(name for name in services if "/" not in name)
     unit_files = tuple(name for name in services if "/" in name)
-    files = tuple((path, member.size) for path, member in view.under("files/").items())
+    files = tuple(
+        (path, member.size) for path, member in view.under(layout.under(layout.FILES)).items()
+    )
     return InspectReport(
         view=view,
         distributions=len(view.facts.distributions) if view.facts else 0,

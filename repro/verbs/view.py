@@ -11,55 +11,54 @@ the environment it should match.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
 from packaging.utils import canonicalize_name
 
-from repro import _toml
-from repro.archive import iter_members
-from repro.bundle import BundleInfo, SourceInfo, load_bundle_info
-from repro.bundlestream import open_archive
-from repro.check import TargetKind, classify_target
-from repro.errors import BundleFormatError, InputError
+from repro.archive.core import iter_members
+from repro.bundle import layout
+from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info
+from repro.bundle.layout import (
+    BUNDLE_TOML,
+    ENVIRONMENT,
+    FILES,
+    MODELS,
+    PATCHES,
+    PATCHES_TOML,
+    SERVICES,
+    VAULT_TOML,
+)
+from repro.bundle.manifest import (
+    MANIFEST_NAME,
+    CheckReport,
+    compare_digests,
+    parse_manifest,
+    scan_tree,
+)
+from repro.bundle.patchset import PatchEntry, PatchSet, load_patchset
+from repro.bundle.stream import open_archive
+from repro.bundle.vault import VaultEntry, load_vault
+from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
-from repro.manifest import MANIFEST_NAME, CheckReport, compare_digests, parse_manifest, scan_tree
-from repro.patchset import PatchEntry, PatchSet, load_patchset
 from repro.snapshot.environment import EnvironmentFacts, facts_from_dict
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.pack import source_info
 from repro.snapshot.scan import scan_environment
+from repro.verbs.check import TargetKind, classify_target
 
 ViewKind = Literal["archive", "directory", "environment"]
 KEEP_LIMIT = 2 << 20  # members larger than this are hashed but not kept in memory
-_KEPT_PREFIXES = ("patches/", "services/", "models/", "files/")
+_KEPT_PREFIXES = tuple(layout.under(s) for s in (PATCHES, SERVICES, MODELS, FILES))
 _KEPT_ENV_SUFFIXES = (".json", ".toml", ".lock", ".txt")
-
-BUNDLE_TOML = "bundle.toml"
-ENVIRONMENT_JSON = "env/environment.json"
-VAULT_TOML = "env/vault.toml"
-PATCHES_TOML = "patches/patches.toml"
 
 
 @dataclass(frozen=True)
 class MemberInfo:
     size: int
     sha256: str
-
-
-@dataclass(frozen=True)
-class VaultEntry:
-    """One wheel listed in env/vault.toml."""
-
-    name: str
-    version: str
-    filename: str
-    sha256: str
-    reason: str
-    source: str
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,11 @@ def should_keep(rel: str, size: int) -> bool:
         return False
     if rel == BUNDLE_TOML or rel.startswith(_KEPT_PREFIXES):
         return True
-    return rel.startswith("env/") and rel.count("/") == 1 and rel.endswith(_KEPT_ENV_SUFFIXES)
+    return (
+        rel.startswith(layout.under(layout.ENV))
+        and rel.count("/") == 1
+        and rel.endswith(_KEPT_ENV_SUFFIXES)
+    )
 
 
 # --- loading a bundle ---------------------------------------------------------------------
@@ -215,7 +218,7 @@ def _from_collected(target: str, kind: ViewKind, collected: _Collected) -> Bundl
             hint="only bundles made by `repro pack` can be inspected",
         )
     info = load_bundle_info(contents[BUNDLE_TOML], source=f"{target}:{BUNDLE_TOML}")
-    facts = _load_facts(contents.get(ENVIRONMENT_JSON), f"{target}:{ENVIRONMENT_JSON}")
+    facts = _load_facts(contents.get(ENVIRONMENT), f"{target}:{ENVIRONMENT}")
     patches = PatchSet(())
     if PATCHES_TOML in contents:
         patches = load_patchset(contents[PATCHES_TOML], source=f"{target}:{PATCHES_TOML}")
@@ -260,37 +263,6 @@ def _load_facts(data: bytes | None, source: str) -> EnvironmentFacts | None:
         raise InputError(f"{source}: not a valid environment document: {exc!r}") from exc
 
 
-def load_vault(data: bytes, *, source: str) -> tuple[VaultEntry, ...]:
-    """Parse env/vault.toml: a list of [[wheels]] tables."""
-    try:
-        document = _toml.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
-        raise BundleFormatError(f"{source}: not valid TOML: {exc}") from exc
-    wheels: Any = document.get("wheels", [])
-    if not isinstance(wheels, list):
-        raise BundleFormatError(f"{source}: 'wheels' must be an array of tables")
-    entries = []
-    keys = ("name", "version", "filename", "sha256", "reason", "source")
-    for index, table in enumerate(wheels):
-        if not isinstance(table, dict) or not all(isinstance(table.get(k), str) for k in keys):
-            raise BundleFormatError(
-                f"{source}: wheels[{index}] needs string keys {', '.join(keys)}"
-            )
-        filename = str(table["filename"])
-        if not _WHEEL_NAME.fullmatch(filename):
-            raise BundleFormatError(
-                f"{source}: wheels[{index}].filename {filename!r} is not the name of a "
-                "wheel file inside env/wheels/",
-                hint="a vault entry names a file in env/wheels/ itself: no '/', no '..'",
-            )
-        entries.append(VaultEntry(*(str(table[k]) for k in keys)))
-    return tuple(entries)
-
-
-# A wheel's file name, as it lies in env/wheels/: no directory part, no leading dot.
-_WHEEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]*\.whl")
-
-
 # --- a live environment -----------------------------------------------------------------------
 
 
@@ -320,7 +292,7 @@ def load_environment(
         site = scan.site_dirs.get(item.dist)
         if full is not None and site is not None and item.size <= KEEP_LIMIT:
             try:
-                contents[f"patches/{full}"] = (Path(site) / item.path).read_bytes()
+                contents[layout.in_patches(full)] = (Path(site) / item.path).read_bytes()
             except OSError as exc:
                 where = Path(site) / item.path
                 raise InputError(f"{where}: cannot read: {exc.strerror or exc}") from exc

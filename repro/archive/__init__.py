@@ -1,0 +1,2 @@
+"""The archive stack: deterministic tar writing, safe reading and extraction, and
+their I/O helpers."""

@@ -1,0 +1,96 @@
+"""Where each part of a bundle lies: every member path, by name.
+
+A bundle is one top directory (`<name>-<version>/`) holding the members below; the
+normative description is docs/bundle-format.md. Every writer and reader names a member
+through this module, so a section is moved or added here and nowhere else. Paths are
+`/`-separated and relative to the top directory, as in the archive and the manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# -- the top directory ---------------------------------------------------------------
+BUNDLE_TOML = "bundle.toml"  # format version, name, source facts, launch, ladder
+MANIFEST = "MANIFEST.sha256"  # `sha256sum -c` format, every member but itself
+SIGNATURE = "MANIFEST.sha256.sig"  # ssh-keygen -Y signature of the manifest, optional
+REPRODUCE = "REPRODUCE.md"
+SETUP_ENV = "setup_env.sh"  # bootstrap on a box without repro
+
+# -- env/: the pinned stack ------------------------------------------------------------
+ENV = "env"
+PIP_FREEZE = "env/pip-freeze.txt"
+REQUIREMENTS_LOCK = "env/requirements.lock"
+PYLOCK = "env/pylock.toml"
+ENVIRONMENT = "env/environment.json"
+VAULT_TOML = "env/vault.toml"
+PACK_REPORT = "env/pack-report.json"
+SBOM = "env/sbom.cdx.json"
+WHEELS = "env/wheels"
+
+# -- patches/: the hand patches to site-packages ---------------------------------------
+PATCHES = "patches"
+PATCHES_TOML = "patches/patches.toml"
+PATCHES_FULL = "patches/full"
+PATCHES_DIFFS = "patches/diffs"
+
+# -- the workspace: units, models, carried files, repro's own wheels ---------------------
+SERVICES = "services"
+MODELS = "models"
+FILES = "files"
+TOOL_WHEELS = "tool/wheels"
+
+# The manifest and its signature close an archive; the SBOM describes every other
+# member by digest, so it is written after them and before the manifest.
+MANIFEST_NAMES = (MANIFEST, SIGNATURE)
+TRAILING_MEMBERS = (SBOM,)
+
+
+def wheel(filename: str) -> str:
+    """A vault wheel."""
+    return f"{WHEELS}/{filename}"
+
+
+def tool_wheel(filename: str) -> str:
+    """A wheel of repro or one of its dependencies, for setup_env.sh."""
+    return f"{TOOL_WHEELS}/{filename}"
+
+
+def full_patch(dist: str, path: str) -> str:
+    """The complete patched file of `path` (relative to site-packages) in `dist`."""
+    return f"{PATCHES_FULL}/{dist}/{path}"
+
+
+def patch_diff(dist: str, path: str) -> str:
+    """The unified diff of `path` against the pristine file, for review."""
+    return f"{PATCHES_DIFFS}/{dist}/{path}.diff"
+
+
+def in_patches(rel: str) -> str:
+    """A path relative to patches/ (as patches.toml names them) as a member path."""
+    return f"{PATCHES}/{rel}"
+
+
+def unit(name: str) -> str:
+    """A systemd unit, or a file of a unit's drop-in (`name.service.d/x.conf`)."""
+    return f"{SERVICES}/{name}"
+
+
+def model_file(model: str, filename: str) -> str:
+    """A model's small file (config.json, the card, the tokenizer's files)."""
+    return f"{MODELS}/{model}/{filename}"
+
+
+def carried_file(rel: str) -> str:
+    """A workspace file carried under files/, by its path relative to the workspace."""
+    return f"{FILES}/{rel}"
+
+
+def under(section: str) -> str:
+    """The prefix every member of a section starts with (`services/`)."""
+    return f"{section}/"
+
+
+def at(root: Path, member: str) -> Path:
+    """Where `member` lies in a bundle extracted (or kept) at `root`."""
+    return root.joinpath(*member.split("/"))

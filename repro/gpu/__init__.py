@@ -1,0 +1,1 @@
+"""GPU facts: architecture rules, cubin reading, and what nvidia-smi says of this box."""

@@ -1,0 +1,1 @@
+"""Read-only verbs over bundles: check, inspection, diff, the demo and the SBOM."""
