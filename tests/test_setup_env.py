@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import _toml
+from repro import __version__, _toml
 from tests.bootbundles import make_workspace, pack_workspace
 from tests.freshbox import BoxPython, FreshBox, fresh_box
 from tests.snapshot.conftest import PYTHON_312
@@ -64,7 +64,7 @@ def _assert_bootstrapped(box: FreshBox, python_version: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == python_version
     tool = [p.name for p in box.host(TOOL_HOME).iterdir()]
-    assert tool == [f"tool-0.1.0-py{python_version.rsplit('.', 1)[0]}"], tool
+    assert tool == [f"tool-{__version__}-py{python_version.rsplit('.', 1)[0]}"], tool
 
 
 def test_setup_env_bootstraps_a_312_bundle_on_a_312_box_offline(
@@ -74,14 +74,14 @@ def test_setup_env_bootstraps_a_312_bundle_on_a_312_box_offline(
     before = box.run(LISTING, timeout=60).stdout
     code, output = _setup_env(box, *UNPACK)
     assert code == 0, output
-    assert f"into {TOOL_HOME}/tool-0.1.0-py3.12" in output
+    assert f"into {TOOL_HOME}/tool-{__version__}-py3.12" in output
     assert box.run(LISTING, timeout=60).stdout == before  # nothing written in the bundle
     assert box.run("command -v repro", timeout=60).returncode != 0
     _assert_bootstrapped(box, "3.12.1")
     # a second run reuses the working tool venv
     code, output = _setup_env(box, *UNPACK)
     assert code == 0, output
-    assert f"using repro 0.1.0 in {TOOL_HOME}/tool-0.1.0-py3.12" in output
+    assert f"using repro {__version__} in {TOOL_HOME}/tool-{__version__}-py3.12" in output
     assert "installing repro" not in output
     assert box.run(LISTING, timeout=60).stdout == before
 
@@ -136,7 +136,7 @@ def test_the_tool_venv_goes_where_asked_and_a_missing_python_is_named(
     code, output = _setup_env(box, "--tool-venv", "/box/tools/repro", *UNPACK)
     assert code == 0, output
     assert box.run(["/box/tools/repro/bin/repro", "--version"], timeout=60).stdout == (
-        "repro, version 0.1.0\n"
+        f"repro, version {__version__}\n"
     )
     assert not box.host(TOOL_HOME).exists()
     assert box.host("/box/app/.repro/state.toml").is_file()
@@ -209,15 +209,18 @@ def test_offline_on_a_python_the_tool_wheels_do_not_cover_says_what_to_do(tmp_pa
     assert "cannot bootstrap repro on Python 3.12 offline: not trying the network" in output
     assert "run this with Python 3.11 (REPRO_BOOTSTRAP_PYTHON=/path/to/python)" in output
     assert "or without --offline to download what Python 3.12 lacks" in output
-    assert f"removed {TOOL_HOME}/tool-0.1.0-py3.12 (made by this run)" in output
+    assert f"removed {TOOL_HOME}/tool-{__version__}-py3.12 (made by this run)" in output
     assert box.run(LISTING, timeout=60).stdout == before
-    assert not box.host(f"{TOOL_HOME}/tool-0.1.0-py3.12").exists()
+    assert not box.host(f"{TOOL_HOME}/tool-{__version__}-py3.12").exists()
     assert not box.host("/box/app").exists()
     # without --offline it tries the network, which the box does not have: the same end
     online = [arg for arg in UNPACK if arg != "--offline"]
     code, output = _setup_env(box, *online)
     assert code == 3, output
     assert "trying the network for what is missing" in output
-    assert "cannot install repro 0.1.0 on Python 3.12, from tool/wheels nor the network" in output
-    assert not box.host(f"{TOOL_HOME}/tool-0.1.0-py3.12").exists()
+    assert (
+        f"cannot install repro {__version__} on Python 3.12, from tool/wheels nor the network"
+        in output
+    )
+    assert not box.host(f"{TOOL_HOME}/tool-{__version__}-py3.12").exists()
     assert not box.host("/box/app").exists()
