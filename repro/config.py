@@ -403,7 +403,7 @@ def _launch(check: _Checker, table: dict[str, Any]) -> LaunchSection:
 def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
     rungs = check.strings(table, "ladder", "rungs")
     if rungs:
-        from repro.ladder.model import RUNG_NAMES  # the ladder package costs ~0.4 s to load
+        from repro.ladder.model import RUNG_NAMES  # here: the ladder package is slow to load
 
         unknown = [name for name in rungs if name not in RUNG_NAMES]
         if unknown:

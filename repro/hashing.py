@@ -6,8 +6,9 @@ thread pool scales across cores for large files; for the tens of thousands of
 small files of a venv, per-task overhead dominates, so small files are batched
 into tasks of roughly equal byte counts. On a host of many cores the batches of small
 files go to worker processes: in one process each file's open, fstat, read and close
-hand the interpreter lock around, and eight threads took 1.7x to 3.3x the wall time of
-eight processes on the GPU host's 49k-file venv (bench/gpu/scan_procs.py).
+hand the interpreter lock around, and eight threads took much longer than eight
+processes on a many-core host's venv of tens of thousands of files
+(bench/gpu/scan_procs.py; figures in bench/README.md).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ MAX_DEFAULT_JOBS = 8
 # Worker processes hash the small files when this many threads are asked for (on two
 # cores the hashing, not the lock, binds: processes measured no faster there), once this
 # many small files were submitted (a small scan does not pay for starting them); at
-# most MAX_PROCESSES of them (each an interpreter: ~20 MiB RSS, ~12 MiB PSS).
+# most MAX_PROCESSES of them (each is a whole interpreter's memory: bench/README.md).
 PROCESS_MIN_JOBS = 4
 PROCESS_AFTER_FILES = 2048
 MAX_PROCESSES = 4
@@ -107,8 +108,8 @@ def available_cores() -> int:
 
 def default_jobs() -> int:
     """Threads for hashing and planning when --jobs is not given: the cores available, at
-    most `MAX_DEFAULT_JOBS`. On the 16-core GPU host, scan and check took the same time
-    at 8 and 16 threads (reads and the interpreter bound them there) while each thread
+    most `MAX_DEFAULT_JOBS`. On a 16-core host, scan and check took no less time at 16
+    threads than at 8 (reads and the interpreter bound them there) while each thread
     holds a 1 MiB buffer: more threads on a larger host buy memory, not speed."""
     return min(available_cores(), MAX_DEFAULT_JOBS)
 

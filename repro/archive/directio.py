@@ -2,16 +2,16 @@
 `direct_io_setting` for when).
 
 A bundle is gigabytes written once and not read back soon. Through the page cache, every
-byte is copied into it and then written back by the kernel; on the machines measured
-(bench/README.md) that costs about one second of system time per gigabyte, more than the
-pack's hashing, and it evicts the environment being packed from the cache. With
-O_DIRECT the device reads the bytes straight from aligned buffers: 4 GB took 2.6 s
-(0.25 s of system time) against 6-9 s (5-8 s of system time) through the cache.
+byte is copied into it and then written back by the kernel; on the machines measured that
+cost more system time than the pack's hashing, and it evicts the environment being packed
+from the cache. With O_DIRECT the device reads the bytes straight from aligned buffers,
+for a small part of that system time (bench/README.md, "Design choices and their
+measurements", has the figures).
 
 `DirectWriter` fills page-aligned buffers and hands them to a few threads that write them,
 each at its own offset (so the disk works while the caller reads and hashes the next
-bytes, with several writes in flight: one synchronous 8 MiB write at a time left the GPU
-host's NVMe disk at ~1 GB/s). `skip` leaves a hole that other threads fill
+bytes, with several writes in flight: one synchronous write at a time left a fast NVMe
+disk far below its speed). `skip` leaves a hole that other threads fill
 (`write_span`, `repro.archive.memberfill`: the vault wheels, written in parallel). Partial pages
 (the last one, those at a hole's edges, shared with the thread that fills it) and bytes
 rewritten in place after they were handed off (reserved members filled in later) go
@@ -46,11 +46,10 @@ def direct_io_setting() -> bool | None:
     """REPRO_DIRECT_IO: 1 writes bundles (pack) and extracted members (unpack) past the
     page cache, 0 writes both through it; unset, each takes what measured faster.
 
-    Pack writes past the cache: 1.8x faster on the 2-core VM (a buffered write costs
-    ~1.5 s of system time per GB there), even on the 16-core GPU host (13.3 s against
-    14.0 s, alternated on a settled disk). Unpack writes through it: uv reads the wheels
-    back right away (GPU host 5.6 s against 7.8 s; VM 16.0 s against 19.5 s with a cold
-    uv cache). bench/README.md has the runs."""
+    Pack writes past the cache: much faster on a small machine, where a buffered write
+    costs more system time than the hashing, and no slower on a large one. Unpack writes
+    through it: the installer reads the wheels back right away, from the cache.
+    bench/README.md ("Design choices and their measurements") has the figures and runs."""
     value = os.environ.get("REPRO_DIRECT_IO", "")
     return True if value == "1" else False if value == "0" else None
 
@@ -334,8 +333,8 @@ def write_span(
 
 def preallocate(fd: int, size: int) -> None:
     """Reserve the first `size` bytes of the file on disk (fallocate, Linux): parallel
-    O_DIRECT writes into allocated blocks do not serialize on growing the file (1.9
-    against 1.5 GB/s with four writers on the 2-core VM), and a disk too small is found
+    O_DIRECT writes into allocated blocks do not serialize on growing the file (measured
+    faster: bench/README.md), and a disk too small is found
     before gigabytes were written. Nothing where the platform or file system has no
     fallocate; ENOSPC is raised."""
     function = _fallocate()

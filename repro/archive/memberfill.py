@@ -29,8 +29,8 @@ from repro.archive.directio import ALIGN, write_span
 from repro.crc import crc32
 from repro.errors import InputError, NotAsRecorded
 
-# 1 MiB: as fast as 2 and 4 MiB on the VM and the GPU host, alternated (6.2 s against
-# 6.6 s on the VM, 7.9 s each there), and 19 MiB less peak RSS at four fillers
+# 1 MiB: as fast as 2 and 4 MiB on both machines measured, alternated, and less peak RSS
+# (bench/README.md, "Design choices and their measurements")
 BUFFER_SIZE = 1 << 20
 MAX_THREADS = 4  # threads that read and hash: the writing binds (bench/README.md)
 WRITERS = 2  # threads that write
@@ -69,8 +69,7 @@ class Stopped(Exception):
 class _Writes:
     """Buffers handed to `WRITERS` threads that write them (`write_span`) and give them
     back: the disk works while the filling threads read and hash the next bytes. Two
-    writes in flight of 4 MiB reached this disk's speed; more cost system time
-    (bench/README.md)."""
+    writes in flight reached the disk's speed; more cost system time (bench/README.md)."""
 
     def __init__(self, fd: int, direct: int | None, buffers: int, stop: threading.Event) -> None:
         self.error: BaseException | None = None

@@ -4,8 +4,8 @@ Each command lives in its own module, parses options, calls one library
 function, renders its result and maps ReproError to an exit code.
 
 Commands are loaded when they are run: importing every command module (and the
-library behind it) cost ~0.3-0.7 s at each start, more than `repro check` of a
-small bundle takes to hash it (measured by bench/, issue 8).
+library behind it) at each start cost more than `repro check` of a small bundle takes
+to hash it (bench/README.md, "Design choices and their measurements").
 """
 
 from __future__ import annotations

@@ -337,8 +337,8 @@ def gather_modules(dists: list[Json]) -> list[Json]:
 
 class Tool:
     """A tool started at once and its output read when needed: the probe starts its tools
-    first and gathers the interpreter's own facts meanwhile (on the GPU host a plain
-    `nvidia-smi` takes 0.1 s of a 0.3 s probe)."""
+    first and gathers the interpreter's own facts meanwhile (a plain `nvidia-smi` is a
+    large part of a probe's time)."""
 
     def __init__(self, argv: list[str], timeout: float = 30) -> None:
         self.argv = argv
@@ -451,7 +451,8 @@ def main() -> int:
             errors[key] = f"{type(exc).__name__}: {exc}"
     try:
         # --no-imports: the caller needs files, not what importing torch says (importing
-        # torch with its CUDA libraries takes seconds and ~600 MB; `repro scan` needs neither)
+        # torch with its CUDA libraries takes seconds and hundreds of MB; `repro scan` needs
+        # neither)
         if "--no-imports" in sys.argv[1:]:
             document["modules"] = []
         else:

@@ -116,8 +116,8 @@ class Writeback:
     """While a bundle is written, asks the kernel every `interval` seconds to start writing
     what was added to the file since, so the disk works while the pack still reads and
     hashes, and the fsync at the end finds little left (it took as long as the writing
-    itself on the GPU host: the page cache there holds a whole bundle, so nothing reached
-    the disk before it). A file region rewritten later (reserved lock files) is simply
+    itself on a host whose page cache holds a whole bundle: nothing reached the disk
+    before it). A file region rewritten later (reserved lock files) is simply
     written again by the fsync."""
 
     def __init__(self, fd: int, interval: float = 0.25) -> None:

@@ -43,7 +43,7 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 DEFAULT_TIMEOUT = 30.0
 
-if TYPE_CHECKING:  # requests costs ~60 ms at start-up; imported where a page is fetched
+if TYPE_CHECKING:  # requests is slow to import; imported where a page is fetched
     import requests
 
 

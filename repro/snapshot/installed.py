@@ -132,8 +132,8 @@ def read_metadata_headers(dist_info: Path) -> Message:
     except OSError as exc:
         raise InputError(f"{metadata}: cannot read: {exc.strerror or exc}") from exc
     # The headers end at the first empty line; the description after it can be long (the
-    # feed parser read every line of it: 0.84 s of the GPU host's pack under cProfile for
-    # the METADATA of 197 distributions, read twice)
+    # feed parser read every line of it, a large part of `pack --wheels none` on a CUDA
+    # venv under cProfile: bench/README.md)
     end = _HEADERS_END.search(text)
     return HeaderParser().parsestr(text if end is None else text[: end.start() + 1])
 

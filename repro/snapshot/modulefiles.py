@@ -1,6 +1,6 @@
 """Facts about the key modules (torch, sglang, ...) read from installed files, never imported.
 
-Importing a CUDA torch in the target costs seconds and ~600 MB; what pack records about it
+Importing a CUDA torch in the target costs seconds and hundreds of MB; what pack records about it
 is on disk anyway: `torch/version.py` holds `__version__`, `cuda`, `hip` and `git_version`
 as plain assignments (parsed with `ast`, never executed), and `torch/lib/libtorch_cuda.so`
 holds the kernels, whose architectures `repro.gpu.cubin` reads from the ELF's fat-binary headers.

@@ -181,7 +181,8 @@ def tool_wheels(
 def _deflate(wheel: Path) -> None:
     """Rewrite a wheel with every member deflated (names, order, times and modes kept):
     rebuilt wheels are stored ZIPs, and these go into every bundle, --wheels none
-    included (43 MB stored, about a third of that deflated). Built once per cache key."""
+    included (deflated, they take a fraction of the stored size). Built once per
+    cache key."""
     temp = wheel.with_name(wheel.name + ".tmp")
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(temp, "w") as target:
         for info in source.infolist():
@@ -197,7 +198,7 @@ KEEP_TOOL_WHEEL_SETS = 4
 
 def prune_tool_wheel_cache(cache_root: Path, *, keep: int) -> list[Path]:
     """Remove all but the ``keep`` most recently used wheel sets (each source edit or
-    SOURCE_DATE_EPOCH makes a new one of ~40 MB); returns what was removed.  Staging
+    SOURCE_DATE_EPOCH makes a new one, tens of MB); returns what was removed.  Staging
     directories are left alone unless a day old (a pack may be filling one now)."""
     complete = [d for d in cache_root.iterdir() if (d / ".complete").exists()]
     complete.sort(key=lambda d: d.stat().st_mtime, reverse=True)

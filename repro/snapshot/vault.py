@@ -57,7 +57,7 @@ WheelsMode = Literal["auto", "all", "none"]
 WheelSource = Literal["original", "rebuilt", "built-from-source", "downloaded"]
 DOWNLOAD_TIMEOUT = 1800.0
 
-if TYPE_CHECKING:  # requests costs ~60 ms at start-up; imported where a page is fetched
+if TYPE_CHECKING:  # requests is slow to import; imported where a page is fetched
     import requests
 
 
@@ -461,8 +461,8 @@ def plan_vault(
 
     # Editable distributions are built from source by pip, a process each: in threads.
     # Rebuilt wheels are planned here, one after another: planning is interpreter-bound,
-    # and threads only queue on the lock (GPU host, 48k members: 1.20 s with 8 threads,
-    # 0.75 s with one; bench/gpu/plan_threads.py).
+    # and threads only queue on the lock: eight threads were slower than one
+    # (bench/gpu/plan_threads.py; figures in bench/README.md).
     with ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool:
         editables = {
             d.canonical_name: pool.submit(build_one, d) for d in selection.to_build if d.editable

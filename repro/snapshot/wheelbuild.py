@@ -495,8 +495,8 @@ def _plan_member(member: _Member, layout: _Layout, digests: DigestTable | None) 
         found.crc32,
         bool(found.mode & 0o111),
         # the scan's own string for the path where it read the file (equal to the key made
-        # here): one path string a file held through the writing, not two (tracemalloc:
-        # 2.7 MiB for the 16k files of the 2-core machine's full venv)
+        # here): one path string a file held through the writing, not two (tracemalloc
+        # saw the second copy grow with the number of files)
         source=found.path if found.path == member.key else member.key,
         mtime_ns=found.mtime_ns,
         sha256=found.digest,
@@ -588,8 +588,8 @@ def _zipinfo(
     info = zipfile.ZipInfo(arcname, date_time=date_time)  # type: ignore[arg-type]
     info.create_system = 3
     info.external_attr = (0o100755 if executable else 0o100644) << 16
-    # Stored, not deflated: a wheel is written at disk speed (deflate ran at ~17 MB/s a
-    # core, minutes for a CUDA venv), the bundle can be compressed as a whole (--compress
+    # Stored, not deflated: a wheel is written at disk speed (deflate runs far below it on
+    # a core: minutes for a CUDA venv), the bundle can be compressed as a whole (--compress
     # zst), and installers read stored members as fast as any.
     info.compress_type = zipfile.ZIP_STORED
     info.file_size = size
