@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
-import http.server
 import io
 import json
 import os
@@ -19,7 +18,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -34,6 +32,8 @@ from repro._toml import loads as toml_loads
 from repro.bundle.manifest import write_manifest
 from tests._venvs import find_python
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
+from tests.httpfiles import Version, file_server
+from tests.nvsmi import fake_nvidia_smi
 
 pytestmark = pytest.mark.slow
 
@@ -757,32 +757,7 @@ def test_dry_run_json_says_which_steps_a_real_run_would_do(
     assert with_ladder["pending"] == ["smoke"]
 
 
-# --- preflight verdicts with a test double of nvidia-smi ------------------------------------
-
-
-def fake_nvidia_smi(directory: Path, capability: str | None, driver_cuda: str) -> dict[str, str]:
-    """TEST DOUBLE of nvidia-smi (no GPU on this machine): one GPU of `capability`, a
-    driver that supports CUDA `driver_cuda` (answering the preflight's query and pack's
-    probe's); with capability None, the real tool's answer on a box without GPUs."""
-    directory.mkdir(parents=True, exist_ok=True)
-    script = directory / "nvidia-smi"
-    if capability is None:
-        body = 'echo "No devices were found"\nexit 6\n'
-    else:
-        body = (
-            'case "$1" in\n'
-            "  --query-gpu=index,*) echo "
-            f'"0, NVIDIA Test Double GPU, {capability}, 580.65.06, 97871" ;;\n'
-            # pack's probe: name,compute_cap,driver_version,memory.total
-            "  --query-gpu=*) echo "
-            f'"NVIDIA Test Double GPU, {capability}, 580.65.06, 97871 MiB" ;;\n'
-            "  *) echo '| NVIDIA-SMI 580.65.06   Driver Version: 580.65.06   "
-            f"CUDA Version: {driver_cuda}     |' ;;\n"
-            "esac\n"
-        )
-    script.write_text("#!/bin/sh\n# test double of nvidia-smi\n" + body)
-    script.chmod(0o755)
-    return {"PATH": f"{directory}{os.pathsep}{os.environ['PATH']}"}
+# --- preflight verdicts with a test double of nvidia-smi (tests/nvsmi.py) -------------------
 
 
 def bundle_for(bundle_dir: Path, dest: Path, arch_list: list[str], torch_cuda: str | None) -> Path:
@@ -868,8 +843,8 @@ def test_preflight_without_gpu_fails_unless_cpu(
 
 @dataclass
 class DroppingServer:
-    """TEST DOUBLE of a file server: the first request's connection drops mid-body,
-    later requests honour Range."""
+    """TEST DOUBLE of a file server (tests/httpfiles.py): the first request's connection
+    drops mid-body, later requests honour Range."""
 
     body: bytes
     requests: list[dict[str, str]]
@@ -879,44 +854,8 @@ class DroppingServer:
 @pytest.fixture
 def dropping_server(bundles: Bundles) -> Iterator[DroppingServer]:
     body = bundles.default.read_bytes()
-    seen: list[dict[str, str]] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(dict(self.headers))
-            range_header = self.headers.get("Range")
-            if range_header is None:
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("ETag", '"demo-1"')
-                self.end_headers()
-                if len(seen) == 1:
-                    self.wfile.write(body[: len(body) // 3])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                    return
-                self.wfile.write(body)
-                return
-            start = int(range_header.removeprefix("bytes=").rstrip("-"))
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-            self.send_header("Content-Length", str(len(body) - start))
-            self.send_header("ETag", '"demo-1"')
-            self.end_headers()
-            self.wfile.write(body[start:])
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield DroppingServer(body, seen, f"http://127.0.0.1:{server.server_address[1]}/b.tar")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with file_server([Version(body, '"demo-1"')], drop_after={0: len(body) // 3}) as served:
+        yield DroppingServer(body, served.requests, served.url)
 
 
 def test_url_bundle_resumes_with_range_after_a_drop(
