@@ -359,26 +359,29 @@ def test_a_different_bundle_is_refused_without_replace(
 def test_smoke_step_is_run_and_recorded(
     online: dict[str, Path], bundles: Bundles, tmp_path: Path
 ) -> None:
-    """After a --no-smoke run, a run without it runs the ladder and records the outcome."""
+    """After a --no-smoke run, a run without it runs the ladder and records the outcome.
+
+    The outcome is known, so it is the one asserted: demo 1 holds no torch, triton or
+    engine and --cpu asks for no GPU, so the python rung passes, the engine rung verifies
+    the two patched files (six.py changed, idna/repro_added.py added) and the rest skip,
+    each with its reason. That is a pass (exit 0), recorded as done; a failing rung here
+    is a regression, not the other accepted outcome it once was."""
     target = tmp_path / "t"
     shutil.copytree(online["uv"], target, symlinks=True)
     result = unpack(bundles.default, target, "--cpu")
-    assert result.returncode in (0, 5), result.stderr.decode()
+    assert result.returncode == 0, result.stderr.decode()
     report = json.loads((target / ".repro" / "unpack-report.json").read_text())
     smoke_step = report["steps"][-1]
     assert smoke_step["name"] == "smoke"
-    rungs = [r["name"] for r in report["smoke"]["ladder"]["rungs"]]
-    assert rungs[:2] == ["python", "torch"]
-    if result.returncode == 0:
-        assert smoke_step["status"] == "done"
-        assert "smoke" in state(target)["done"]
-    else:
-        assert smoke_step["status"] == "failed"
-        assert "smoke ladder failed" in result.stderr.decode()
-        assert "smoke" not in state(target)["done"]
-
-
-# --- another Python ---------------------------------------------------------------------
+    assert smoke_step["status"] == "done"
+    assert "smoke" in state(target)["done"]
+    rungs = {r["name"]: (r["status"], r["summary"]) for r in report["smoke"]["ladder"]["rungs"]}
+    assert list(rungs) == ["python", "torch", "triton", "nccl", "engine", "server"]
+    assert rungs["python"][0] == "pass"
+    assert rungs["engine"] == ("pass", "2 patched file(s) verified")
+    assert rungs["torch"] == ("skip", "torch is not installed in this environment")
+    assert {rungs[name][0] for name in ("triton", "nccl", "server")} == {"skip"}
+    assert report["smoke"]["summary"].startswith("python, engine passed; torch skipped")
 
 
 def test_py312_bundle_builds_its_venv_with_python_312(bundle_py312: Path, tmp_path: Path) -> None:
