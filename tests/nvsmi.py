@@ -21,6 +21,13 @@ H200_SUMMARY = (
     "| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |\n"
     "+-----------------------------------------+------------------------+----------------------+\n"
 )
+
+
+def h200_listing(count: int) -> str:
+    """The listing of a box of `count` H200s: the captured line once per index."""
+    return "".join(f"{index}{H200_LISTING.removeprefix('0')}" for index in range(count))
+
+
 # What nvidia-smi prints, exit 6, on a box whose driver sees no GPU.
 NO_DEVICES = "No devices were found\n"
 

@@ -25,7 +25,7 @@ from repro.install.preflight import (
     run_preflight,
 )
 from tests.bundles import bundle_info
-from tests.nvsmi import H200_LISTING
+from tests.nvsmi import h200_listing
 
 GiB = 2**30
 RUNNING = platform.python_version()
@@ -71,10 +71,8 @@ def inputs_for(
 
 
 def h200s(count: int, driver_cuda: str | None = "13.0") -> GpuInventory:
-    """`count` H200s as nvidia-smi lists them (the captured line, one per index)."""
-    line = H200_LISTING.removeprefix("0")
-    listing = "".join(f"{index}{line}" for index in range(count))
-    return GpuInventory(tuple(parse_query(listing)), driver_cuda)
+    """`count` H200s as nvidia-smi lists them."""
+    return GpuInventory(tuple(parse_query(h200_listing(count))), driver_cuda)
 
 
 H200 = "NVIDIA H200: 9.0 (sm_90)"
