@@ -96,14 +96,16 @@ def test_a_resume_that_would_mix_bytes_is_refused(
     honour_if_range: bool,
     refused: str,
 ) -> None:
-    with file_server(
-        versions,
-        drop_after={0: THIRD},
-        honour_range=honour_range,
-        honour_if_range=honour_if_range,
-    ) as served:
-        with pytest.raises(InputError) as caught:
-            _download(served.url, session)
+    with (
+        file_server(
+            versions,
+            drop_after={0: THIRD},
+            honour_range=honour_range,
+            honour_if_range=honour_if_range,
+        ) as served,
+        pytest.raises(InputError) as caught,
+    ):
+        _download(served.url, session)
     assert caught.value.message == f"{served.url}: the {refused}"
     assert len(served.requests) == 2  # refused at the first resume, not retried
 
@@ -115,9 +117,11 @@ def test_a_connection_that_keeps_dropping_gives_up_after_the_retries(
     """The first response brings 1000 bytes, every later one none: `retries` resumes
     without progress, then an error that says where and how often."""
     drops = {0: 1000} | {n: 0 for n in range(1, 10)}
-    with file_server([Version(BODY)], drop_after=drops) as served:
-        with pytest.raises(InputError) as caught:
-            _download(served.url, session, retries=retries)
+    with (
+        file_server([Version(BODY)], drop_after=drops) as served,
+        pytest.raises(InputError) as caught,
+    ):
+        _download(served.url, session, retries=retries)
     assert caught.value.message == (
         f"{served.url}: connection dropped at byte 1000 {retries} times in a row"
     )
