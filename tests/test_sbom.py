@@ -3,7 +3,7 @@ reader: cyclonedx-python-lib's strict JSON validator against the CycloneDX 1.6 s
 
 The workspace is the shared one of tests/_bundles.py (real PyPI packages, a local wheel
 only the vault serves, hand patches in idna and six). Its source GPU is the only test
-double: this machine has none, so `nvidia-smi` is tests/test_unpack.py's script.
+double: this machine has none, so `nvidia-smi` is tests/nvsmi.py's script.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from repro import _toml
 from repro.snapshot.lock import parse_requirements_lock
 from repro.verbs.sbom import SBOM_MEMBER, serial_number
 from tests._bundles import BundlePair, run_cli, tamper
-from tests.test_unpack import fake_nvidia_smi
+from tests.nvsmi import fake_nvidia_smi
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,8 @@ class ResumableHTTPStream(io.RawIOBase):
     When the connection drops mid-body, the next read asks again with
     `Range: bytes=<position>-` (at most `retries` times in a row); a server that
     ignores Range (answers 200) or whose ETag changed is an error, not a silent
-    restart from byte 0.
+    restart from byte 0, and so is a 206 whose ETag or total length is not the first
+    response's (the tail of another file).
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class ResumableHTTPStream(io.RawIOBase):
         self.position = 0
         self.resumes = 0
         self._etag: str | None = None
+        self._length: int | None = None  # the whole file's, from the first response
         self._response: requests.Response | None = None
         self._body: Any = None
         self._open()
@@ -63,9 +65,31 @@ class ResumableHTTPStream(io.RawIOBase):
         if not self.position and response.status_code != 200:
             response.close()
             raise InputError(f"{self.url}: HTTP {response.status_code}")
+        self._refuse_another_file(response)
         self._etag = self._etag or response.headers.get("ETag")
         self._response = response
+        self._length = self._length if self.position else self._expected_length(response)
         self._body = response.raw
+
+    def _refuse_another_file(self, response: requests.Response) -> None:
+        """A 206 whose ETag or total length is not the first response's is the tail
+        of another file (a server that ignores If-Range, a file replaced in place)."""
+        if not self.position:
+            return
+        etag = response.headers.get("ETag")
+        length = self._expected_length(response)
+        if self._etag and etag and etag != self._etag:
+            changed = f"ETag {self._etag}, now {etag}"
+        elif self._length is not None and length is not None and length != self._length:
+            changed = f"{self._length} bytes, now {length}"
+        else:
+            return
+        response.close()
+        raise InputError(
+            f"{self.url}: the file changed while it was downloaded: {changed} "
+            f"(at byte {self.position})",
+            hint="download the bundle again",
+        )
 
     def readable(self) -> bool:
         return True
@@ -85,7 +109,7 @@ class ResumableHTTPStream(io.RawIOBase):
                 buffer[:count] = data
                 self.position += count
                 return count
-            expected = self._expected_length()
+            expected = self._expected_length(self._response)
             if error is None and (expected is None or self.position >= expected):
                 return 0
             attempts += 1
@@ -99,14 +123,16 @@ class ResumableHTTPStream(io.RawIOBase):
                 self._response.close()
             self._open()
 
-    def _expected_length(self) -> int | None:
-        if self._response is None:
+    @staticmethod
+    def _expected_length(response: requests.Response | None) -> int | None:
+        """The whole file's length as `response` gives it."""
+        if response is None:
             return None
-        if self._response.status_code == 206:
-            content_range = self._response.headers.get("Content-Range", "")
+        if response.status_code == 206:
+            content_range = response.headers.get("Content-Range", "")
             total = content_range.rpartition("/")[2]
             return int(total) if total.isdigit() else None
-        length = self._response.headers.get("Content-Length")
+        length = response.headers.get("Content-Length")
         return int(length) if length and length.isdigit() else None
 
     def close(self) -> None:
