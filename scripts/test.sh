@@ -4,6 +4,7 @@
 #   ./scripts/test.sh            everything (what CI runs)
 #   ./scripts/test.sh -m 'not slow and not engine'   pass extra pytest arguments
 #   ./scripts/test.sh --check-only   only check what the tests need from this machine
+#   REPRO_TEST_WORKERS=N ./scripts/test.sh   N pytest workers (default 2; 0: no workers)
 # Before anything runs, scripts/check_test_setup.py checks the prerequisites (Python 3.10,
 # 3.11, 3.12, Debian's python3, bubblewrap, the local torch wheel, network to PyPI) and
 # fails naming each one missing and how to get it.
@@ -45,4 +46,13 @@ echo "== ruff"
 echo "== mypy --strict"
 "$venv/bin/mypy" --strict
 echo "== pytest"
-exec "$venv/bin/python" -m pytest "$@"
+# The suite waits on subprocesses (pip, uv, servers, bubblewrap boxes) more than it
+# computes, so two workers take about half the time on a 2-core machine. Each test file
+# runs whole on one worker (its module and session fixtures are built once); the caches
+# shared between files (tests/_venvs.py) are built under a file lock.
+# REPRO_TEST_WORKERS=0 runs in this process (for -x, pdb or -s).
+workers="${REPRO_TEST_WORKERS:-2}"
+if [ "$workers" = "0" ]; then
+    exec "$venv/bin/python" -m pytest "$@"
+fi
+exec "$venv/bin/python" -m pytest -n "$workers" --dist loadfile "$@"

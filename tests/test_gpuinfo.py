@@ -42,10 +42,9 @@ PARSE_CASES = [
         [h200(0), DetectedGpu(1, "NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0),
                               "580.159.04", 97887)],
     ),
-    # memory.total is read in the nounits form repro asks for; "N MiB" is no number
-    # (the GPU is still listed: only its memory reads as 0).
-    ("N-MiB", WITH_UNITS, [h200(0, memory_mib=0)]),
-    ("header-line", WITH_HEADER, [h200(0, memory_mib=0)]),
+    # memory.total in the form with units, as a wrapper or an older tool prints it
+    ("N-MiB", WITH_UNITS, [h200(0)]),
+    ("header-line", WITH_HEADER, [h200(0)]),
     ("memory-N/A", "0, NVIDIA H200, 9.0, 580.159.04, [N/A]\n", [h200(0, memory_mib=0)]),
     # No capability, no verdict possible: the line is skipped, the others kept.
     ("capability-N/A", "0, NVIDIA H200, [N/A], 580.159.04, 143771\n" + AFTER_FIRST,

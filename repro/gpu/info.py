@@ -58,7 +58,9 @@ def parse_query(text: str) -> list[DetectedGpu]:
         major, _, minor = cap.partition(".")
         if not (index.isdigit() and major.isdigit() and minor.isdigit()):
             continue
-        memory_mib = int(memory) if memory.isdigit() else 0
+        # repro asks for nounits; a wrapper or older tool may still print "N MiB"
+        number = memory.removesuffix("MiB").strip()
+        memory_mib = int(number) if number.isdigit() else 0
         gpus.append(DetectedGpu(int(index), name, (int(major), int(minor)), driver, memory_mib))
     return gpus
 
