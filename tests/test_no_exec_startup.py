@@ -136,7 +136,7 @@ def test_without_no_exec_the_pth_files_run_in_the_rungs_only(bundle: Path, tmp_p
     (the installed-set check, the patch syntax check, verify, unpatch) run neither."""
     target = tmp_path / "target"
     proc = run_repro("unpack", str(bundle), "--target", str(target), "--cpu", "--json")
-    assert proc.returncode in (0, 5), proc.stderr.decode()
+    assert proc.returncode == 0, proc.stderr.decode()  # python passes, the rest skip
     rungs = [r["name"] for r in json.loads(proc.stdout)["smoke"]["ladder"]["rungs"]]
     lines = _log(target).read_text().splitlines()
     assert {line.split()[0] for line in lines} == {"wheel", "patch"}
