@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from repro.errors import UsageError
-from repro.ladder.model import LadderReport, LadderSpec, RungContext, RungResult, RungStatus
 from repro.ladder import registry
+from repro.ladder.model import LadderReport, LadderSpec, RungContext, RungResult, RungStatus
 from repro.ladder.registry import in_ladder_order, unknown_rungs
 
 RungCallback = Callable[[RungResult], None]
