@@ -403,9 +403,10 @@ def _launch(check: _Checker, table: dict[str, Any]) -> LaunchSection:
 def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
     rungs = check.strings(table, "ladder", "rungs")
     if rungs:
-        from repro.ladder.model import RUNG_NAMES  # here: the ladder package is slow to load
+        # here: the ladder package is slow to load
+        from repro.ladder.registry import RUNG_NAMES, unknown_rungs
 
-        unknown = [name for name in rungs if name not in RUNG_NAMES]
+        unknown = unknown_rungs(rungs)
         if unknown:
             check.problem(
                 "ladder.rungs",

@@ -60,7 +60,7 @@ def _toml_list(items: tuple[str, ...]) -> str:
 
 
 def render_repro_toml(found: Discovery) -> str:
-    from repro.ladder.model import RUNG_NAMES  # here: the ladder package is slow to load
+    from repro.ladder.registry import RUNG_NAMES  # here: the ladder package is slow to load
 
     name = found.source.resolve().name or "bundle"
     out = [

@@ -12,16 +12,28 @@ from repro.ladder import RUNG_NAMES, AppliedPatch, LaunchSpec
 from repro.ladder.options import SmokeOptions, spec_from_options
 from repro.ladder.spec import launch_from_command, launch_from_unit, spec_from_bundle_dir
 
-BUNDLE_TOML = """
+# a bundle.toml as pack writes it, by hand: the ladder reads it with the bundle's loader
+HEADER = """
 format_version = 1
 name = "demo"
+version = "1.0"
+created = "2026-01-01T00:00:00Z"
+tool_version = "0.1.0"
 
 [source]
 python = "3.12.1"
+implementation = "cpython"
+platform = "linux"
+glibc = "2.36"
+"""
 
+BUNDLE_TOML = (
+    HEADER
+    + """
 [[launch.commands]]
 name = "sglang"
 argv = ["python", "-m", "sglang.launch_server", "--port", "30000"]
+port = 30000
 engine = "sglang"
 
 [[launch.commands]]
@@ -35,22 +47,26 @@ rungs = ["server", "python", "torch"]
 expected_text = "Paris"
 timeout_s = 1200
 """
+)
 
-PATCHES_TOML = """
+PATCHED = "b" * 64
+PATCHES_TOML = f"""
+format_version = 1
+
 [[files]]
 dist = "sglang"
 version = "0.5.0"
 path = "sglang/srt/x.py"
 kind = "modified"
-pristine_sha256 = "aa"
-patched_sha256 = "bb"
+pristine_sha256 = "{"a" * 64}"
+patched_sha256 = "{PATCHED}"
 
 [[files]]
 dist = "sglang"
 version = "0.5.0"
 path = "sglang/srt/gone.py"
 kind = "deleted"
-pristine_sha256 = "cc"
+pristine_sha256 = "{"c" * 64}"
 """
 
 
@@ -77,7 +93,7 @@ def test_spec_from_bundle_dir(tmp_path: Path) -> None:
         expected_text="Paris",
     )
     assert spec.patched_files == (
-        AppliedPatch("sglang", "sglang/srt/x.py", "modified", "bb"),
+        AppliedPatch("sglang", "sglang/srt/x.py", "modified", PATCHED),
         AppliedPatch("sglang", "sglang/srt/gone.py", "deleted", None),
     )
 
@@ -95,49 +111,58 @@ def test_named_launch_and_shell_command(tmp_path: Path) -> None:
 
 
 def test_minimal_bundle_has_defaults(tmp_path: Path) -> None:
-    spec = spec_from_bundle_dir(
-        write_bundle(tmp_path / "b", "format_version = 1\n", None), Path("/p")
-    )
+    spec = spec_from_bundle_dir(write_bundle(tmp_path / "b", HEADER, None), Path("/p"))
     assert spec.rungs == RUNG_NAMES
     assert spec.launch is None
     assert spec.patched_files == ()
     assert spec.engines == ()
-    assert spec.expected_python is None
+    assert spec.expected_python == "3.12.1"
+    assert spec.timeouts.server_ready == 600  # the format's default [ladder] timeout_s
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("[ladder]\nrungs = ['torch', 'warp']\n", "unknown warp"),
-        ("[ladder]\ntimeout_s = -1\n", "timeout_s must be a positive number"),
-        ("[launch]\ncommands = [{name = 'x', argv = ['a']}]\n", "needs a port"),
-        ("[launch]\ncommands = [{name = 'x', port = 1}]\n", "needs argv or shell"),
+        ("[ladder]\ntimeout_s = -1\n", "'ladder.timeout_s' must be a finite number"),
+        (
+            "[launch]\ncommands = [{name = 'x', argv = ['a'], engine = 'vllm'}]\n",
+            r"missing key 'launch.commands\[0\].port'",
+        ),
+        (
+            "[launch]\ncommands = [{name = 'x', port = 1, engine = 'vllm'}]\n",
+            "'shell': exactly one must be given",
+        ),
         (
             "[launch]\ncommands = [{name = 'x', shell = 'a', port = 1, engine = 'tgi'}]\n",
-            "engine must be one of",
+            "engine' must be one of",
         ),
         (
-            "[launch]\ncommands = [{name = 'x', argv = ['a'], port = 1, env = {A = 1}}]\n",
-            "env must be a table of strings",
+            "[launch]\ncommands = [{name = 'x', argv = ['a'], port = 1, engine = 'vllm', "
+            "env = {A = 1}}]\n",
+            "env' must be a table of strings",
         ),
         (
-            "[launch]\ncommands = [{name = 'x', argv = ['a'], port = 1, cwd = 1}]\n",
-            "cwd must be a string",
+            "[launch]\ncommands = [{name = 'x', argv = ['a'], port = 1, engine = 'vllm', "
+            "cwd = 1}]\n",
+            "cwd' must be a string",
         ),
-        ("[source]\npython = 3.12\n", "python must be a string"),
+        ("[source.gpus]\n", "'source.gpus' must be an array of tables"),
         ("[ladder\n", "not valid TOML"),
     ],
 )
 def test_bad_bundle_toml_names_the_file(tmp_path: Path, text: str, message: str) -> None:
-    root = write_bundle(tmp_path / "b", text, None)
+    root = write_bundle(tmp_path / "b", HEADER + text, None)
     with pytest.raises(BundleFormatError, match=message) as info:
         spec_from_bundle_dir(root, Path("/p"))
     assert str(root / "bundle.toml") in str(info.value)
 
 
 def test_bad_patches_toml(tmp_path: Path) -> None:
-    root = write_bundle(tmp_path / "b", "", "[[files]]\ndist = 'x'\npath = 'x/y.py'\n")
-    with pytest.raises(BundleFormatError, match=r"files\[0\]: needs patched_sha256"):
+    patches = "format_version = 1\n[[files]]\ndist = 'x'\nversion = '1'\npath = 'x/y.py'\n"
+    patches += f"kind = 'modified'\npristine_sha256 = '{'a' * 64}'\n"
+    root = write_bundle(tmp_path / "b", HEADER, patches)
+    with pytest.raises(BundleFormatError, match=r"files\[0\]: a modified file needs 'patched"):
         spec_from_bundle_dir(root, Path("/p"))
 
 

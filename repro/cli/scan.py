@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -23,11 +19,9 @@ from repro.cli._common import (
     verbosity_options,
 )
 from repro.cli._terminal import echo, echo_content
-from repro.errors import EXIT_INVALID, EXIT_OK, UsageError
-from repro.interpreter import resolve_python
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.pristine import PristineCache, default_pip_cache, make_diff, pristine_file
-from repro.snapshot.scan import ScanReport, scan_environment
+from repro.errors import EXIT_INVALID, EXIT_OK
+from repro.snapshot.scan import ScanReport
+from repro.snapshot.scanrun import ScanRequest, scan_target
 
 
 @click.command("scan", short_help="List the files of installed packages that differ from RECORD.")
@@ -74,82 +68,28 @@ def scan_command(
     patched; -v: the distributions skipped too), what could not be read to stderr.
     Exit status: 0 clean, 1 patches found, 2 usage error.
     """
-    interpreter = _interpreter(python, venv)
-    facts = probe_environment(interpreter, imports=False)
     diagnostics = diagnostic_console()
-    with contextlib.ExitStack() as stack:
-        if progress_wanted(quiet):
-            stack.enter_context(diagnostics.status("hashing installed files"))
-        report = scan_environment(facts, packages=packages or None, ignore=ignore, jobs=jobs)
-    diffs = _diffs(report, interpreter, pristine) if show_diff else {}
+    request = ScanRequest(
+        python=python,
+        venv=venv,
+        packages=packages or None,
+        ignore=ignore,
+        jobs=jobs,
+        diffs=show_diff,
+        pristine=pristine,
+    )
+    hashing = diagnostics.status("hashing installed files") if progress_wanted(quiet) else None
+    result = scan_target(request, hashing=hashing)
     if as_json:
-        document = _report_document(report, interpreter)
-        if show_diff:
-            document["diffs"] = diffs
-        echo_json(document)
+        echo_json(result.to_json())
     else:
-        _render(result_console(), diagnostics, report, quiet=quiet, verbose=verbose)
-        for path, diff in diffs.items():
+        _render(result_console(), diagnostics, result.report, quiet=quiet, verbose=verbose)
+        for path, diff in (result.diffs or {}).items():
             if diff is None:
                 echo(f"# {path}: pristine file not available")
             else:
                 echo_content(diff)
-    return EXIT_OK if report.clean else EXIT_INVALID
-
-
-def _interpreter(python: Path | None, venv: Path | None) -> Path:
-    if python is not None and venv is not None:
-        raise UsageError("give --python or --venv, not both")
-    if venv is not None:
-        return resolve_python(venv, option="--venv")
-    if python is not None:
-        return python
-    virtual_env = os.environ.get("VIRTUAL_ENV")
-    if virtual_env:
-        return resolve_python(Path(virtual_env), option="VIRTUAL_ENV")
-    raise UsageError(
-        "no environment to scan", hint="pass --python PATH or --venv DIR, or activate a venv"
-    )
-
-
-def _diffs(report: ScanReport, interpreter: Path, pristine: Path | None) -> dict[str, str | None]:
-    """path -> unified diff (None when the pristine file cannot be had) of modified files."""
-    diffs: dict[str, str | None] = {}
-    with tempfile.TemporaryDirectory(prefix="repro-scan-") as workdir:
-        cache = PristineCache(interpreter, Path(workdir), pip_cache=default_pip_cache())
-        for item in report.patched:
-            if item.kind != "modified":
-                continue
-            original = pristine_file(
-                item.dist,
-                item.version,
-                item.path,
-                expected_sha256=item.pristine_sha256,
-                pristine=pristine,
-                cache=cache,
-            )
-            site = Path(report.site_dirs[item.dist])
-            diffs[item.path] = (
-                None
-                if original is None
-                else make_diff(original, (site / item.path).read_bytes(), item.path)
-            )
-    return diffs
-
-
-def _report_document(report: ScanReport, interpreter: Path) -> dict[str, object]:
-    return {
-        "python": str(interpreter),
-        "clean": report.clean,
-        "dists_scanned": list(report.dists_scanned),
-        "dists_skipped": dict(report.dists_skipped),
-        "files_checked": report.files_checked,
-        "bytes_checked": report.bytes_checked,
-        "patched": [asdict(p) for p in report.patched],
-        "unreadable": [asdict(u) for u in report.unreadable],
-        "skipped_files": [asdict(f) for f in report.skipped_files],
-        "ambiguous_added": list(report.ambiguous_added),
-    }
+    return EXIT_OK if result.report.clean else EXIT_INVALID
 
 
 def _render(

@@ -20,7 +20,14 @@ from repro.cli._common import (
     verbosity_options,
 )
 from repro.errors import EXIT_OK, EXIT_SMOKE
-from repro.ladder import LadderReport, RungResult, RungStatus, parse_rungs, run_ladder
+from repro.ladder import (
+    RUNG_NAMES,
+    LadderReport,
+    RungResult,
+    RungStatus,
+    parse_rungs,
+    run_ladder,
+)
 from repro.ladder.options import SmokeOptions, spec_from_options
 
 STYLE = {RungStatus.PASS: "green", RungStatus.FAIL: "bold red", RungStatus.SKIP: "yellow"}
@@ -73,7 +80,7 @@ def _render_table(console: Console, report: LadderReport) -> None:
     "extracted, verified and removed afterwards): python version, launch command, "
     "patched files, ladder settings.",
 )
-@click.option("--rungs", help="Comma-separated: python,torch,triton,nccl,engine,server.")
+@click.option("--rungs", help=f"Comma-separated: {','.join(RUNG_NAMES)}.")
 @click.option("--cpu", is_flag=True, help="No GPU: float32 matmul on the CPU, skip nccl.")
 @click.option("--keep-going", is_flag=True, help="Run the remaining rungs after a failure.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")

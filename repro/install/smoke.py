@@ -10,7 +10,7 @@ from typing import Any
 
 from repro.bundle.info import BundleInfo
 from repro.dropin import dropin_member, read_values, required_names
-from repro.ladder import RUNG_NAMES, LaunchSpec, RungResult, RungStatus, run_ladder
+from repro.ladder import LaunchSpec, RungResult, RungStatus, registry, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 
 # interpreter, the kept bundle directory, its bundle.toml, and the target's values of
@@ -26,7 +26,7 @@ def verdict(results: Sequence[RungResult]) -> str:
         return "; ".join(f"{r.name}: {r.summary}" for r in failed)
     passed = [r.name for r in results if r.status is RungStatus.PASS]
     skipped = [r for r in results if r.status is RungStatus.SKIP]
-    absent = [name for name in RUNG_NAMES if name not in {r.name for r in results}]
+    absent = [name for name in registry.RUNG_NAMES if name not in {r.name for r in results}]
     if not skipped and not absent:
         return "every rung passed"
     parts = [f"{', '.join(passed) or 'no rung'} passed"]

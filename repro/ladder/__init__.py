@@ -1,7 +1,6 @@
 """The smoke-test ladder: from `python -c` to a real generation on a launched server."""
 
 from repro.ladder.model import (
-    RUNG_NAMES,
     AppliedPatch,
     LadderReport,
     LadderSpec,
@@ -10,14 +9,17 @@ from repro.ladder.model import (
     RungStatus,
     Timeouts,
 )
+from repro.ladder.registry import RUNG_NAMES, RUNGS, Rung
 from repro.ladder.runner import parse_rungs, run_ladder
 
 __all__ = [
+    "RUNGS",
     "RUNG_NAMES",
     "AppliedPatch",
     "LadderReport",
     "LadderSpec",
     "LaunchSpec",
+    "Rung",
     "RungResult",
     "RungStatus",
     "Timeouts",

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RUNG_NAMES: tuple[str, ...] = ("python", "torch", "triton", "nccl", "engine", "server")
 ENGINES: tuple[str, ...] = ("sglang", "vllm")
 
 
@@ -56,13 +55,9 @@ class LaunchSpec:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds each rung may take; server_ready is the readiness deadline."""
+    """The server rung's deadlines, in seconds; server_ready is the readiness deadline.
+    (The other rungs' script timeouts are in repro.ladder.registry.RUNGS.)"""
 
-    python: float = 60
-    torch: float = 600
-    triton: float = 300
-    nccl: float = 300
-    engine: float = 600
     server_ready: float = 900
     probe: float = 5
     generation: float = 120
@@ -76,13 +71,40 @@ class LadderSpec:
     python: Path
     expected_python: str | None = None
     cpu: bool = False
-    rungs: tuple[str, ...] = RUNG_NAMES  # empty: every rung, as RUNG_NAMES
+    rungs: tuple[str, ...] = ()  # empty: every rung (repro.ladder.registry.RUNG_NAMES)
     engines: tuple[str, ...] | None = None  # None: whichever of ENGINES is installed
     patched_files: tuple[AppliedPatch, ...] = ()
     launch: LaunchSpec | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     keep_going: bool = False
     log_dir: Path | None = None  # where the server log goes; a temp dir if None
+
+
+@dataclass(frozen=True)
+class RungScript:
+    """A script under repro/ladder/scripts/ that a rung runs inside the target."""
+
+    file: str
+    timeout_s: float  # how long it may take before its process group is killed
+
+
+@dataclass(frozen=True)
+class RungContext:
+    """What the runner hands a rung's function besides the spec."""
+
+    name: str
+    scripts: Mapping[str, RungScript]  # every rung's script, by rung name
+    known: Mapping[str, Any] = field(default_factory=dict)  # facts earlier rungs passed on
+
+    @property
+    def script(self) -> RungScript:
+        """This rung's own script."""
+        return self.scripts[self.name]
+
+    @property
+    def timeout(self) -> float:
+        """Seconds this rung's own script may take."""
+        return self.script.timeout_s
 
 
 @dataclass(frozen=True)

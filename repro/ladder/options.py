@@ -6,8 +6,10 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from repro.bundle import layout
 from repro.errors import UsageError
-from repro.ladder.model import RUNG_NAMES, LadderSpec, LaunchSpec, Timeouts
+from repro.ladder.model import LadderSpec, LaunchSpec, Timeouts
+from repro.ladder.registry import RUNG_NAMES
 from repro.ladder.spec import launch_from_command, launch_from_unit, spec_from_bundle_dir
 
 # unpack keeps the verified bundle in TARGET/.repro/bundle (repro.install.state.STATE_DIR;
@@ -53,7 +55,7 @@ def target_python(venv: Path | None, python: Path | None) -> Path:
 
 def _unit_path(name: str, bundle: Path | None) -> Path:
     names = [name] if name.endswith(".service") else [f"{name}.service", name]
-    folders = [bundle / "services"] if bundle is not None else []
+    folders = [layout.at(bundle, layout.SERVICES)] if bundle is not None else []
     folders.append(Path("/etc/systemd/system"))
     for folder in folders:
         for candidate in names:

@@ -13,7 +13,7 @@ from typing import Any
 from repro.gpu.arch import Verdict, arch_compatible
 from repro.ladder.common import facts_of, failed, script_problem, skipped
 from repro.ladder.interp import ScriptRun, run_script
-from repro.ladder.model import ENGINES, LadderSpec, RungResult, RungStatus
+from repro.ladder.model import ENGINES, LadderSpec, RungContext, RungResult, RungStatus
 
 BF16_TOLERANCE = 1e-2
 FLOAT32_TOLERANCE = 1e-4
@@ -29,20 +29,20 @@ def _passed(
     return RungResult(name, RungStatus.PASS, run.duration_s, summary, facts, warnings)
 
 
-def python_rung(spec: LadderSpec) -> RungResult:
+def python_rung(spec: LadderSpec, context: RungContext) -> RungResult:
     if not spec.python.exists():
         return RungResult(
-            "python",
+            context.name,
             RungStatus.FAIL,
             0.0,
             f"{spec.python} does not exist",
             hint="pass the venv's directory with --venv or its interpreter with --python",
         )
-    run = run_script(spec.python, "rung_python.py", timeout=spec.timeouts.python)
-    problem = script_problem("python", run, spec.timeouts.python)
+    run = run_script(spec.python, context.script.file, timeout=context.timeout)
+    problem = script_problem(context.name, run, context.timeout)
     if problem is not None:
         return failed(
-            "python",
+            context.name,
             run,
             problem.summary,
             "the interpreter does not start; a venv moved or copied from another path "
@@ -54,7 +54,7 @@ def python_rung(spec: LadderSpec) -> RungResult:
     if expected:
         if version.split(".")[:2] != expected.split(".")[:2]:
             return failed(
-                "python",
+                context.name,
                 run,
                 f"Python {version}, but the bundle was packed with {expected}",
                 f"create the environment with Python {'.'.join(expected.split('.')[:2])}",
@@ -62,8 +62,8 @@ def python_rung(spec: LadderSpec) -> RungResult:
             )
         if version != expected:
             warning = f"Python {version}; the bundle was packed with {expected}"
-            return _passed("python", run, f"Python {version}", facts, (warning,))
-    return _passed("python", run, f"Python {version}", facts)
+            return _passed(context.name, run, f"Python {version}", facts, (warning,))
+    return _passed(context.name, run, f"Python {version}", facts)
 
 
 def _torch_hint(facts: Mapping[str, Any]) -> str:
@@ -123,22 +123,24 @@ def check_matmul(facts: Mapping[str, Any], cpu: bool) -> tuple[list[str], list[s
     return errors, notes
 
 
-def torch_rung(spec: LadderSpec) -> RungResult:
+def torch_rung(spec: LadderSpec, context: RungContext) -> RungResult:
     args = ["--cpu"] if spec.cpu else []
-    run = run_script(spec.python, "rung_torch.py", args, timeout=spec.timeouts.torch)
-    problem = script_problem("torch", run, spec.timeouts.torch)
+    run = run_script(spec.python, context.script.file, args, timeout=context.timeout)
+    problem = script_problem(context.name, run, context.timeout)
     if problem is not None:
         return problem
     if run.document is not None and "skip" in run.document:
-        return skipped("torch", str(run.document["skip"]))
+        return skipped(context.name, str(run.document["skip"]))
     facts = facts_of(run)
     if not spec.cpu and not facts.get("cuda_available"):
-        return failed("torch", run, "CUDA is not available to torch", _torch_hint(facts), facts)
+        return failed(
+            context.name, run, "CUDA is not available to torch", _torch_hint(facts), facts
+        )
     errors, warnings, verdicts = ([], [], []) if spec.cpu else check_arch(facts)
     facts["arch_verdicts"] = verdicts
     if errors:
         return failed(
-            "torch",
+            context.name,
             run,
             "; ".join(errors),
             f"torch {facts.get('torch_version')} has no kernels for this GPU architecture: "
@@ -149,7 +151,7 @@ def torch_rung(spec: LadderSpec) -> RungResult:
     matmul_errors, notes = check_matmul(facts, spec.cpu)
     if matmul_errors:
         return failed(
-            "torch",
+            context.name,
             run,
             "; ".join(matmul_errors),
             "a wrong or failing matrix product: 'no kernel image' means a missing "
@@ -158,7 +160,7 @@ def torch_rung(spec: LadderSpec) -> RungResult:
         )
     where = "CPU" if spec.cpu else f"{facts.get('device_count')} GPU(s), CUDA {facts.get('cuda')}"
     summary = f"torch {facts.get('torch_version')} on {where}: " + "; ".join(notes)
-    return _passed("torch", run, summary, facts, tuple(warnings))
+    return _passed(context.name, run, summary, facts, tuple(warnings))
 
 
 def _triton_failure_text(failure: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -187,28 +189,30 @@ def _triton_failure_text(failure: Mapping[str, Any]) -> tuple[str, str | None]:
     return (f"Triton {stage} failed: {error}", None)
 
 
-def triton_rung(spec: LadderSpec) -> RungResult:
+def triton_rung(spec: LadderSpec, context: RungContext) -> RungResult:
     args = ["--cpu"] if spec.cpu else []
-    run = run_script(spec.python, "rung_triton.py", args, timeout=spec.timeouts.triton)
-    problem = script_problem("triton", run, spec.timeouts.triton)
+    run = run_script(spec.python, context.script.file, args, timeout=context.timeout)
+    problem = script_problem(context.name, run, context.timeout)
     if problem is not None:
         return problem
     document = run.document or {}
     facts = facts_of(run)
     if "skip" in document:
-        return skipped("triton", str(document["skip"]), facts)
+        return skipped(context.name, str(document["skip"]), facts)
     failure = facts.get("failure")
     if isinstance(failure, dict):
         summary, hint = _triton_failure_text(failure)
         compiler = tuple(str(failure.get("compiler_output", "")).splitlines())
-        return failed("triton", run, summary, hint, facts, extra_tail=compiler[-20:])
+        return failed(context.name, run, summary, hint, facts, extra_tail=compiler[-20:])
     kernel = facts.get("kernel", {})
     error = kernel.get("max_abs_err")
     if not isinstance(error, (int, float)) or not error <= 1e-6:
-        return failed("triton", run, f"the kernel computed wrong values (max error {error})", None)
+        return failed(
+            context.name, run, f"the kernel computed wrong values (max error {error})", None
+        )
     mode = " (interpreter)" if spec.cpu else ""
     summary = f"triton {facts.get('triton_version')}: kernel ran on {kernel.get('device')}{mode}"
-    return _passed("triton", run, summary, facts)
+    return _passed(context.name, run, summary, facts)
 
 
 def free_port() -> int:
@@ -217,38 +221,40 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def gpu_count(spec: LadderSpec, known: Mapping[str, Any]) -> int:
-    if "device_count" in known:
-        return int(known["device_count"])
-    run = run_script(spec.python, "rung_torch.py", ["--describe-only"], timeout=spec.timeouts.torch)
+def gpu_count(spec: LadderSpec, context: RungContext) -> int:
+    """The torch rung's device count; when it did not run, torch's script is asked."""
+    if "device_count" in context.known:
+        return int(context.known["device_count"])
+    torch = context.scripts["torch"]
+    run = run_script(spec.python, torch.file, ["--describe-only"], timeout=torch.timeout_s)
     return int(facts_of(run).get("device_count", 0))
 
 
-def nccl_rung(spec: LadderSpec, torch_facts: Mapping[str, Any]) -> RungResult:
+def nccl_rung(spec: LadderSpec, context: RungContext) -> RungResult:
     if spec.cpu:
-        return skipped("nccl", "--cpu: no GPUs to connect")
-    count = gpu_count(spec, torch_facts)
+        return skipped(context.name, "--cpu: no GPUs to connect")
+    count = gpu_count(spec, context)
     if count < 2:
-        return skipped("nccl", f"{count} GPU(s): NCCL needs two or more")
+        return skipped(context.name, f"{count} GPU(s): NCCL needs two or more")
     with tempfile.TemporaryDirectory(prefix="repro-nccl-") as tmp:
         args = ["--world", str(count), "--port", str(free_port())]
         args += ["--result", str(Path(tmp) / "result.json")]
-        run = run_script(spec.python, "rung_nccl.py", args, timeout=spec.timeouts.nccl)
+        run = run_script(spec.python, context.script.file, args, timeout=context.timeout)
     nccl_hint = (
         "NCCL could not run: rerun with NCCL_DEBUG=INFO; check /dev/shm size (docker "
         "--shm-size), NCCL_P2P_DISABLE / NCCL_SOCKET_IFNAME, and that every GPU is visible"
     )
-    problem = script_problem("nccl", run, spec.timeouts.nccl)
+    problem = script_problem(context.name, run, context.timeout)
     if problem is not None:
-        return failed("nccl", run, problem.summary, nccl_hint)
+        return failed(context.name, run, problem.summary, nccl_hint)
     facts = facts_of(run)
     if not facts.get("correct"):
         summary = f"all-reduce gave {facts.get('value')}, expected {facts.get('expected')}"
-        return failed("nccl", run, summary, nccl_hint, facts)
+        return failed(context.name, run, summary, nccl_hint, facts)
     summary = (
         f"all-reduce on {count} GPUs, bus bandwidth {float(facts.get('busbw_gbps', 0)):.1f} GB/s"
     )
-    return _passed("nccl", run, summary, facts)
+    return _passed(context.name, run, summary, facts)
 
 
 def _engine_errors(facts: Mapping[str, Any]) -> list[str]:
@@ -271,11 +277,11 @@ def _engine_errors(facts: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def engine_rung(spec: LadderSpec) -> RungResult:
+def engine_rung(spec: LadderSpec, context: RungContext) -> RungResult:
     auto = spec.engines is None
     engines = list(ENGINES if spec.engines is None else spec.engines)
     if not engines and not spec.patched_files:
-        return skipped("engine", "no serving engine in the bundle")
+        return skipped(context.name, "no serving engine in the bundle")
     request = {
         "engines": engines,
         "auto": auto,
@@ -288,14 +294,14 @@ def engine_rung(spec: LadderSpec) -> RungResult:
         request_file = Path(tmp) / "request.json"
         request_file.write_text(json.dumps(request), encoding="utf-8")
         run = run_script(
-            spec.python, "rung_engine.py", [str(request_file)], timeout=spec.timeouts.engine
+            spec.python, context.script.file, [str(request_file)], timeout=context.timeout
         )
-    problem = script_problem("engine", run, spec.timeouts.engine)
+    problem = script_problem(context.name, run, context.timeout)
     if problem is not None:
         return problem
     facts = facts_of(run)
     if not facts.get("engines") and not facts.get("patched"):
-        return skipped("engine", "no serving engine (sglang, vllm) is installed", facts)
+        return skipped(context.name, "no serving engine (sglang, vllm) is installed", facts)
     errors = _engine_errors(facts)
     tracebacks = tuple(
         line
@@ -304,7 +310,7 @@ def engine_rung(spec: LadderSpec) -> RungResult:
     )
     if errors:
         return failed(
-            "engine",
+            context.name,
             run,
             "; ".join(errors),
             "an engine that does not import or a patched file that differs: the traceback "
@@ -321,4 +327,4 @@ def engine_rung(spec: LadderSpec) -> RungResult:
     if patched:
         parts.append(f"{patched} patched file(s) verified")
     summary = "; ".join(parts)
-    return _passed("engine", run, summary, facts)
+    return _passed(context.name, run, summary, facts)

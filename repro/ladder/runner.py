@@ -3,42 +3,28 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from repro.errors import UsageError
-from repro.ladder.model import RUNG_NAMES, LadderReport, LadderSpec, RungResult, RungStatus
-from repro.ladder.rungs import engine_rung, nccl_rung, python_rung, torch_rung, triton_rung
-from repro.ladder.server import server_rung
+from repro.ladder import registry
+from repro.ladder.model import LadderReport, LadderSpec, RungContext, RungResult, RungStatus
+from repro.ladder.registry import in_ladder_order, unknown_rungs
 
 RungCallback = Callable[[RungResult], None]
-
-
-def _run_one(name: str, spec: LadderSpec, known: Mapping[str, Any]) -> RungResult:
-    if name == "python":
-        return python_rung(spec)
-    if name == "torch":
-        return torch_rung(spec)
-    if name == "triton":
-        return triton_rung(spec)
-    if name == "nccl":
-        return nccl_rung(spec, known)
-    if name == "engine":
-        return engine_rung(spec)
-    return server_rung(spec)
 
 
 def parse_rungs(text: str) -> tuple[str, ...]:
     """``"torch,server"`` -> the rungs in ladder order; unknown names are a usage error."""
     wanted = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [name for name in wanted if name not in RUNG_NAMES]
+    unknown = unknown_rungs(wanted)
     if unknown or not wanted:
         raise UsageError(
             f"unknown rung(s) in --rungs: {', '.join(unknown) or '(none given)'}",
-            hint=f"choose from {', '.join(RUNG_NAMES)}",
+            hint=f"choose from {', '.join(registry.RUNG_NAMES)}",
         )
-    return tuple(name for name in RUNG_NAMES if name in wanted)
+    return in_ladder_order(wanted)
 
 
 def run_ladder(spec: LadderSpec, *, on_rung: RungCallback | None = None) -> LadderReport:
@@ -47,19 +33,18 @@ def run_ladder(spec: LadderSpec, *, on_rung: RungCallback | None = None) -> Ladd
     results: list[RungResult] = []
     known: dict[str, Any] = {}
     failure: str | None = None
-    wanted = spec.rungs or RUNG_NAMES
-    for name in (n for n in RUNG_NAMES if n in wanted):
+    wanted = set(spec.rungs or registry.RUNG_NAMES)
+    for rung in (r for r in registry.RUNGS if r.name in wanted):
         if failure is not None and not spec.keep_going:
-            result = RungResult(name, RungStatus.SKIP, 0.0, f"not run: rung {failure} failed")
+            result = RungResult(rung.name, RungStatus.SKIP, 0.0, f"not run: rung {failure} failed")
         else:
             started = time.monotonic()
-            result = _run_one(name, spec, known)
+            result = rung.run(spec, RungContext(rung.name, registry.SCRIPTS, dict(known)))
             if result.duration_s == 0.0 and result.status is not RungStatus.SKIP:
                 result = _with_duration(result, time.monotonic() - started)
-        if name == "torch" and "device_count" in result.facts:
-            known["device_count"] = result.facts["device_count"]
+        known.update({key: result.facts[key] for key in rung.passes_on if key in result.facts})
         if result.status is RungStatus.FAIL and failure is None:
-            failure = name
+            failure = rung.name
         results.append(result)
         if on_rung is not None:
             on_rung(result)

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.ladder.model import LadderSpec, LaunchSpec, RungResult, RungStatus, Timeouts
+from repro.ladder.model import (
+    LadderSpec,
+    LaunchSpec,
+    RungContext,
+    RungResult,
+    RungStatus,
+    Timeouts,
+)
 from repro.ladder.process import (
     log_errors,
     log_tail,
@@ -28,7 +35,7 @@ from repro.ladder.readiness import (
     probe_health,
     served_model,
 )
-from repro.ladder.spec import unfilled_variables
+from repro.ladder.variables import unfilled_variables
 from repro.servecmd import model_arguments
 
 POLL_INTERVAL_S = 1.0
@@ -182,7 +189,9 @@ def _cannot_launch(launch: LaunchSpec, cpu: bool) -> RungResult | None:
     return None
 
 
-def server_rung(spec: LadderSpec) -> RungResult:
+def server_rung(spec: LadderSpec, context: RungContext) -> RungResult:
+    """Launch the spec's server, wait for a real generation, tear it down. It runs no
+    script of its own (context is unused): its deadlines are spec.timeouts."""
     launch = spec.launch
     if launch is None:
         return RungResult("server", RungStatus.SKIP, 0.0, NO_LAUNCH)

@@ -2,7 +2,7 @@
 
 repro never imports the target's packages: `probe_environment` runs the stdlib-only script
 `repro/probe/environment.py` with the target's python and parses its JSON into frozen
-dataclasses. `find_interpreter` finds that python for a workspace.
+dataclasses. `find_interpreter` finds that python for a workspace or a scan.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.errors import ProbeError, UsageError
+from repro.interpreter import resolve_python
 from repro.redaction import scrub_document
 
 VENV_DIRS = ("venv", ".venv", "env")
@@ -349,21 +350,36 @@ def _module(m: Mapping[str, Any]) -> ModuleFacts:
 
 
 def find_interpreter(
-    source: Path, explicit: Path | None, *, environ: Mapping[str, str] | None = None
+    source: Path | None,
+    explicit: Path | None,
+    *,
+    venv: Path | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Path:
-    """The python of the environment to pack: the one asked for (--python, or repro.toml's
-    env), else a venv inside SOURCE, else $VIRTUAL_ENV."""
+    """The python of the environment to pack or scan: the one asked for (--python, or
+    repro.toml's env; --venv, a venv directory), else a venv inside SOURCE (pack; scan
+    passes None), else $VIRTUAL_ENV."""
+    if explicit is not None and venv is not None:
+        raise UsageError("give --python or --venv, not both")
     if explicit is not None:
         path = explicit / "bin" / "python" if explicit.is_dir() else explicit
         if not path.exists():
             raise UsageError(f"--python {explicit}: no such interpreter")
         return path
+    if venv is not None:
+        return resolve_python(venv, option="--venv")
+    virtual_env = (os.environ if environ is None else environ).get("VIRTUAL_ENV")
+    if source is None:
+        if virtual_env:
+            return resolve_python(Path(virtual_env), option="VIRTUAL_ENV")
+        raise UsageError(
+            "no environment to scan", hint="pass --python PATH or --venv DIR, or activate a venv"
+        )
     if source.is_dir():
         for name in VENV_DIRS:
             candidate = source / name / "bin" / "python"
             if (source / name / "pyvenv.cfg").is_file() and candidate.exists():
                 return candidate
-    virtual_env = (os.environ if environ is None else environ).get("VIRTUAL_ENV")
     if virtual_env:
         candidate = Path(virtual_env) / "bin" / "python"
         if candidate.exists():

@@ -8,12 +8,14 @@ import hashlib
 import os
 import re
 import subprocess
+import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from repro.diffapply import unified_diff
 from repro.snapshot.environment import normalize_name
+from repro.snapshot.scan import ScanReport
 
 
 class PristineCache:
@@ -178,3 +180,32 @@ def make_diff(pristine: bytes, patched: bytes, path: str) -> str:
     if "\0" in old or "\0" in new:
         return f"Binary files a/{path} and b/{path} differ\n"
     return unified_diff(old, new, path)
+
+
+def modified_file_diffs(
+    report: ScanReport, python: Path, pristine: Path | None = None
+) -> dict[str, str | None]:
+    """path -> the unified diff of each modified file of a scan against its pristine
+    original (from `pristine`, pip's cache, or a wheel downloaded with `python`'s pip
+    into a temporary directory); None where the original cannot be had."""
+    diffs: dict[str, str | None] = {}
+    with tempfile.TemporaryDirectory(prefix="repro-scan-") as workdir:
+        cache = PristineCache(python, Path(workdir), pip_cache=default_pip_cache())
+        for item in report.patched:
+            if item.kind != "modified":
+                continue
+            original = pristine_file(
+                item.dist,
+                item.version,
+                item.path,
+                expected_sha256=item.pristine_sha256,
+                pristine=pristine,
+                cache=cache,
+            )
+            site = Path(report.site_dirs[item.dist])
+            diffs[item.path] = (
+                None
+                if original is None
+                else make_diff(original, (site / item.path).read_bytes(), item.path)
+            )
+    return diffs

@@ -157,3 +157,21 @@ def test_gpus_and_cuda_toolkit_reported(tmp_path: Path) -> None:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True)
         assert facts.cuda_toolkit.nvcc_version is not None
         assert f"release {facts.cuda_toolkit.nvcc_version}" in out.stdout
+
+
+def test_find_interpreter_for_a_scan_takes_venv_or_virtual_env(tmp_path: Path) -> None:
+    """scan passes no source: --venv, else $VIRTUAL_ENV, else a usage error."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert find_interpreter(None, None, venv=venv, environ={}) == venv / "bin" / "python"
+    found = find_interpreter(None, None, environ={"VIRTUAL_ENV": str(venv)})
+    assert found == venv / "bin" / "python"
+    with pytest.raises(UsageError, match="not both"):
+        find_interpreter(None, Path(sys.executable), venv=venv, environ={})
+    with pytest.raises(UsageError, match=r"--venv .*: a directory without bin/python"):
+        find_interpreter(None, None, venv=tmp_path, environ={})
+    with pytest.raises(UsageError, match=r"VIRTUAL_ENV .*: no such interpreter"):
+        find_interpreter(None, None, environ={"VIRTUAL_ENV": str(tmp_path / "gone")})
+    with pytest.raises(UsageError, match="no environment to scan"):
+        find_interpreter(None, None, environ={})

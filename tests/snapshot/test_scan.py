@@ -9,6 +9,7 @@ import pytest
 
 from repro.snapshot.environment import probe_environment
 from repro.snapshot.scan import is_ignored, scan_environment, split_shebang
+from repro.snapshot.scanrun import ScanRequest, scan_target
 from tests.conftest import run_repro
 from tests.snapshot.conftest import PatchedEnv, Venv, make_venv, pip
 
@@ -143,6 +144,19 @@ def test_scan_cli_shows_diffs_against_the_downloaded_wheel(patched_env: PatchedE
     assert list(diffs) == ["idna/core.py"]
     assert diffs["idna/core.py"].startswith("--- a/idna/core.py\n+++ b/idna/core.py\n")
     assert "+# patched by hand\n" in diffs["idna/core.py"]
+
+
+@pytest.mark.slow
+def test_scan_target_is_the_whole_verb_in_one_call(patched_env: PatchedEnv) -> None:
+    """What `repro scan --venv V idna --diff --json` prints, from the library alone."""
+    request = ScanRequest(venv=patched_env.venv.root, packages=["idna"], diffs=True)
+    result = scan_target(request)
+    assert result.python == patched_env.venv.python
+    assert not result.report.clean
+    assert result.diffs is not None and list(result.diffs) == ["idna/core.py"]
+    cli = run_repro("scan", "--venv", str(patched_env.venv.root), "idna", "--diff", "--json")
+    assert cli.returncode == 1, cli.stderr
+    assert json.loads(cli.stdout) == result.to_json()
 
 
 @pytest.mark.slow
