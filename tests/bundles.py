@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from repro.archive.core import write_directory
+from repro.archive.writer import write_directory
 from repro.bundle.info import BundleInfo, SourceInfo, dump_bundle_info
 from repro.bundle.manifest import MANIFEST_NAME, write_manifest
 from repro.bundle.patchset import dump_patchset

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.archive.core import write_directory
+from repro.archive.writer import write_directory
 from repro.bundle.manifest import write_manifest
 from tests.conftest import run_repro
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from repro.archive.core import extract_archive
+from repro.archive.extract import extract_archive
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.manifest import MANIFEST_NAME, CheckReport, ProgressSink, verify_directory
 from repro.bundle.patchset import load_patchset

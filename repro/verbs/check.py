@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from repro.archive.core import detect_compression, iter_members_at
+from repro.archive.common import detect_compression
+from repro.archive.reader import iter_members_at
 from repro.bundle.manifest import (
     MANIFEST_NAME,
     SIGNATURE_SUFFIX,

@@ -18,7 +18,7 @@ from typing import BinaryIO, Literal
 
 from packaging.utils import canonicalize_name
 
-from repro.archive.core import iter_members
+from repro.archive.reader import iter_members
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info
 from repro.bundle.layout import (
