@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from repro.archive.writer import write_directory
-from repro.bundle.manifest import write_manifest
+from repro.bundle.manifesttree import write_manifest
 from tests.conftest import run_repro
 
 
