@@ -28,6 +28,7 @@ from repro.snapshot.installed import (
     read_dist_record,
     scheme_paths,
 )
+from repro.snapshot.scripts import restore_shebang
 from repro.snapshot.vault import build_vault, vault_reasons
 from repro.snapshot.wheelbuild import (
     CarryPatched,
@@ -35,7 +36,6 @@ from repro.snapshot.wheelbuild import (
     console_script_names,
     plan_wheel,
     rebuild_wheel,
-    restore_shebang,
 )
 
 PYPI = "https://pypi.org/simple/"
