@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from repro.bundle.manifest import MANIFEST_NAME, verify_directory, write_manifest
+from repro.bundle.manifest import MANIFEST_NAME
+from repro.bundle.manifesttree import verify_directory, write_manifest
 from repro.hashing import default_jobs
 
 

@@ -1,5 +1,9 @@
 """Streaming and parallel SHA-256.
 
+Over 400 lines for a reason: the one-file read, the thread pipeline and the worker
+processes were tuned and measured together (batch sizes, the rows a worker sends back,
+this module preloaded by name in each worker), and read best side by side.
+
 Files are read in fixed-size chunks, so memory does not grow with file size.
 hashlib releases the GIL while it hashes a buffer larger than 2 KiB, so a
 thread pool scales across cores for large files; for the tens of thousands of

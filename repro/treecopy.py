@@ -23,16 +23,10 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from repro.archive.core import (
-    DIR_FLAGS,
-    DIR_MODE,
-    EXEC_MODE,
-    FILE_MODE,
-    NEW_FILE_FLAGS,
-    ArchiveLimits,
-    DirWalker,
-)
+from repro.archive.common import DIR_MODE, EXEC_MODE, FILE_MODE
+from repro.archive.extract import DIR_FLAGS, NEW_FILE_FLAGS, DirWalker
 from repro.archive.membercopy import MemberCopier
+from repro.archive.reader import ArchiveLimits
 from repro.archive.tarformat import name_problem
 from repro.bundle.manifest import ProgressSink, printable_path
 from repro.errors import InputError, UsageError, VerificationError

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from repro.archive.core import write_directory
+from repro.archive.writer import write_directory
 from repro.bundle.info import BundleInfo, SourceInfo, dump_bundle_info
-from repro.bundle.manifest import MANIFEST_NAME, write_manifest
+from repro.bundle.manifest import MANIFEST_NAME
+from repro.bundle.manifesttree import write_manifest
 from repro.bundle.patchset import dump_patchset
 from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
 

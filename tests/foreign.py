@@ -8,7 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from repro.archive.core import ArchiveLimits, Compression, DeterministicTarWriter, extract_archive
+from repro.archive.common import Compression
+from repro.archive.extract import extract_archive
+from repro.archive.reader import ArchiveLimits
+from repro.archive.writer import DeterministicTarWriter
 from repro.errors import ReproError
 from tests.hostile import CASES, TOP, gz
 

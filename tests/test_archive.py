@@ -1,4 +1,5 @@
-"""repro.archive.core: deterministic writing, safe reading and extraction, against real tars."""
+"""repro.archive writer, reader and extract: deterministic writing, safe reading and
+extraction, against real tars."""
 
 from __future__ import annotations
 
@@ -19,23 +20,16 @@ from typing import BinaryIO, cast
 import pytest
 import zstandard
 
-from repro.archive import core as archive
-from repro.archive.core import (
-    ArchiveLimits,
-    Compression,
-    DeterministicTarWriter,
-    detect_compression,
-    extract_archive,
-    iter_members,
-    read_member,
-    source_date_epoch,
-)
+from repro.archive.common import CHUNK, Compression, detect_compression
+from repro.archive.extract import extract_archive
+from repro.archive.reader import ArchiveLimits, iter_members, read_member
+from repro.archive.writer import BACKGROUND_HASH_BYTES, DeterministicTarWriter, source_date_epoch
 from repro.errors import ArchiveError, InputError, ReproError, UnsafeArchiveError, UsageError
 from tests.conftest import REPO_ROOT
 from tests.foreign import MTIME, canonical, pack_tree
 from tests.hostile import CASES, TOP, ArchiveMaker, Case, gz
 
-COMPRESSIONS: tuple[archive.Compression, ...] = ("none", "gz", "zst")
+COMPRESSIONS: tuple[Compression, ...] = ("none", "gz", "zst")
 
 TREE: dict[str, tuple[bytes, bool]] = {
     "bundle.toml": (b'format_version = 1\nname = "demo"\n', False),
@@ -75,7 +69,7 @@ def trees(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_same_tree_twice_gives_identical_bytes(
-    trees: tuple[Path, Path], tmp_path: Path, compression: archive.Compression
+    trees: tuple[Path, Path], tmp_path: Path, compression: Compression
 ) -> None:
     first, second = trees
     pack_tree(first, tmp_path / "one")
@@ -129,7 +123,7 @@ def test_source_date_epoch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_gnu_tar_lists_root_owned_members_with_normal_modes(
-    trees: tuple[Path, Path], tmp_path: Path, compression: archive.Compression
+    trees: tuple[Path, Path], tmp_path: Path, compression: Compression
 ) -> None:
     bundle = tmp_path / f"b.tar.{compression}"
     pack_tree(trees[1], bundle, compression)
@@ -277,7 +271,7 @@ def test_file_that_changes_size_while_read_is_an_error(tmp_path: Path) -> None:
 
 
 def test_add_file_hashes_while_streaming_and_takes_x_bit(tmp_path: Path) -> None:
-    data = os.urandom(3 * archive.CHUNK + 17)
+    data = os.urandom(3 * CHUNK + 17)
     source = tmp_path / "tool"
     source.write_bytes(data)
     source.chmod(0o700)
@@ -294,7 +288,7 @@ def test_add_file_hashes_while_streaming_and_takes_x_bit(tmp_path: Path) -> None
 
 
 def test_add_stream_takes_planned_pieces_and_refuses_a_wrong_count() -> None:
-    pieces = [b"head", b"x" * archive.CHUNK, b"tail"]
+    pieces = [b"head", b"x" * CHUNK, b"tail"]
     data = b"".join(pieces)
     out = io.BytesIO()
     with DeterministicTarWriter(out, top=TOP, mtime=MTIME) as w:
@@ -318,9 +312,7 @@ def _reserve_then_fill(out: BinaryIO, compression: Compression) -> dict[str, str
     with DeterministicTarWriter(out, top=TOP, mtime=MTIME, compression=compression) as w:
         w.reserve("env/pylock.toml", b"sha256 = 0000")
         w.add_bytes("env/vault.toml", b"between")
-        digest = w.add_stream(
-            "env/wheels/a.whl", 5 + archive.CHUNK, iter([b"wheel", bytes(archive.CHUNK)])
-        )
+        digest = w.add_stream("env/wheels/a.whl", 5 + CHUNK, iter([b"wheel", bytes(CHUNK)]))
         w.fill("env/pylock.toml", f"sha256 = {digest[:4]}".encode())
         digests = dict(w.digests)
     return digests
@@ -332,7 +324,7 @@ def test_a_reserved_member_filled_later_gives_the_bytes_of_writing_it_at_once(
 ) -> None:
     """Lock files that list digests of wheels written after them: placeholders filled in
     once the wheels were hashed give the same archive as the final bytes written at once."""
-    wheel = b"wheel" + bytes(archive.CHUNK)
+    wheel = b"wheel" + bytes(CHUNK)
     final = f"sha256 = {hashlib.sha256(wheel).hexdigest()[:4]}".encode()
     filled = io.BytesIO()
     digests = _reserve_then_fill(filled, compression)
@@ -370,7 +362,7 @@ def test_reserve_needs_a_seekable_output_and_a_fill_of_the_same_length(tmp_path:
 
 
 def test_large_members_are_hashed_by_a_second_thread_while_written(tmp_path: Path) -> None:
-    size = archive.BACKGROUND_HASH_BYTES + 12345
+    size = BACKGROUND_HASH_BYTES + 12345
     data = os.urandom(size)
     source = tmp_path / "big.bin"
     source.write_bytes(data)
@@ -392,7 +384,7 @@ def test_large_members_are_hashed_by_a_second_thread_while_written(tmp_path: Pat
 def test_member_stream_is_valid_until_the_next_member() -> None:
     out = io.BytesIO()
     with DeterministicTarWriter(out, top=TOP, mtime=MTIME) as w:
-        w.add_bytes("a", b"A" * (3 * archive.CHUNK))
+        w.add_bytes("a", b"A" * (3 * CHUNK))
         w.add_bytes("b", b"B" * 5000)
     out.seek(0)
     members = iter_members(out, source="m")
@@ -402,7 +394,7 @@ def test_member_stream_is_valid_until_the_next_member() -> None:
     _, second = next(members)
     assert second is not None
     assert second.read() == b"B" * 5000
-    assert first.read(4 * archive.CHUNK).strip(b"A") == b""  # never the next member's bytes
+    assert first.read(4 * CHUNK).strip(b"A") == b""  # never the next member's bytes
 
 
 def test_writer_refuses_special_files(tmp_path: Path) -> None:
@@ -560,7 +552,7 @@ def test_hostile_archive_is_refused_and_nothing_changes(
 @pytest.mark.parametrize("compression", ["gz", "zst"])
 @pytest.mark.parametrize("cut", [1, 4, 9, 200])
 def test_truncated_compressed_stream_is_an_archive_error(
-    trees: tuple[Path, Path], tmp_path: Path, compression: archive.Compression, cut: int
+    trees: tuple[Path, Path], tmp_path: Path, compression: Compression, cut: int
 ) -> None:
     bundle = tmp_path / "b"
     pack_tree(trees[0], bundle, compression)
@@ -573,7 +565,7 @@ def test_truncated_compressed_stream_is_an_archive_error(
 
 @pytest.mark.parametrize("compression", ["gz", "zst"])
 def test_corrupt_compressed_data_is_an_archive_error(
-    trees: tuple[Path, Path], tmp_path: Path, compression: archive.Compression
+    trees: tuple[Path, Path], tmp_path: Path, compression: Compression
 ) -> None:
     bundle = tmp_path / "b"
     pack_tree(trees[0], bundle, compression)
@@ -613,7 +605,7 @@ def test_many_extended_headers_for_one_member_are_refused() -> None:
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_extract_from_a_pipe_then_verify_then_rename(
-    trees: tuple[Path, Path], tmp_path: Path, compression: archive.Compression
+    trees: tuple[Path, Path], tmp_path: Path, compression: Compression
 ) -> None:
     bundle = tmp_path / "b"
     pack_tree(trees[1], bundle, compression)
@@ -707,7 +699,7 @@ def test_an_archive_file_is_extracted_at_member_offsets_and_equals_the_piped_one
     assert all((again / rel).read_bytes() == (piped / rel).read_bytes() for rel in files)
     data = bundle.read_bytes()
     cut = tmp_path / "cut.tar"
-    cut.write_bytes(data[: data.find(b"\0" * 16, data.find(b"large.bin")) + 3 * archive.CHUNK])
+    cut.write_bytes(data[: data.find(b"\0" * 16, data.find(b"large.bin")) + 3 * CHUNK])
     with pytest.raises(ArchiveError, match="truncated"):
         extract_archive(cut, tmp_path / "from-cut", source_name="cut.tar")
     assert not (tmp_path / "from-cut").exists()
@@ -797,13 +789,14 @@ def run_foreign(python: str, script: str, *args: str) -> str:
 
 def test_hostile_cases_refused_by_debian_python_without_tarfile_filters() -> None:
     """/usr/bin/python3 is Debian's 3.11.2: no tarfile.data_filter, no zstandard, no click.
-    repro.archive.core must import there and refuse every case on its own checks."""
+    repro.archive's writer, reader and extractor must import there and refuse every case
+    on its own checks."""
     python = "/usr/bin/python3"
     facts = json.loads(
         run_foreign(
             python,
             "import json, sys, tarfile, importlib.util as u\n"
-            "import repro.archive.core\n"
+            "import repro.archive.extract, repro.archive.writer\n"
             "print(json.dumps([hasattr(tarfile, 'data_filter'), u.find_spec('zstandard') is None,"
             " 'zstandard' in sys.modules]))",
         )

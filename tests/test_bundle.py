@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.archive.core import DeterministicTarWriter, read_member
+from repro.archive.reader import read_member
+from repro.archive.writer import DeterministicTarWriter
 from repro.bundle.info import (
     FORMAT_VERSION,
     BundleInfo,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from repro.archive import memberfill
-from repro.archive.core import DeterministicTarWriter
+from repro.archive.writer import DeterministicTarWriter
 from repro.crc import crc32
 from repro.errors import InputError, UsageError
 from repro.snapshot.bundlewriter import Members, Reserved, Streamed, write_bundle

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from repro.bundle.manifest import MANIFEST_NAME, write_manifest
+from repro.bundle.manifest import MANIFEST_NAME
+from repro.bundle.manifesttree import write_manifest
 from repro.cli._progress import IMMEDIATE_BYTES, HashProgressBar, hash_progress
 from repro.errors import ArchiveError, InputError
 from repro.verbs.check import CheckOptions, TargetKind, check_target, classify_target

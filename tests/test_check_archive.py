@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.archive.core import write_directory
-from repro.bundle.manifest import write_manifest
+from repro.archive.writer import write_directory
+from repro.bundle.manifesttree import write_manifest
 from tests.conftest import run_repro
 
 

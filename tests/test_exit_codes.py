@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle.manifest import write_manifest
+from repro.bundle.manifesttree import write_manifest
 from tests._bundles import tamper
 from tests._venvs import find_python
 from tests.conftest import run_repro

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle.manifest import write_manifest
+from repro.bundle.manifesttree import write_manifest
 from tests._venvs import find_python
 from tests.conftest import run_repro
 from tests.test_unpack import build_workspace, installed, pack

@@ -13,16 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repro.bundle.manifest import (
-    MANIFEST_NAME,
-    ManifestEntry,
-    compare_digests,
-    format_manifest,
-    parse_manifest,
-    scan_tree,
-    verify_directory,
-    write_manifest,
-)
+from repro.bundle.manifest import MANIFEST_NAME, ManifestEntry, format_manifest, parse_manifest
+from repro.bundle.manifestcheck import compare_digests
+from repro.bundle.manifesttree import scan_tree, verify_directory, write_manifest
 from repro.errors import InputError, ManifestError
 
 SHA256SUM = shutil.which("sha256sum") or "/usr/bin/sha256sum"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle.manifest import write_manifest
+from repro.bundle.manifesttree import write_manifest
 from repro.bundle.patchset import PatchEntry, dump_patchset, load_patchset
 from repro.install.state import load_state
 from tests._venvs import find_python

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.archive.core import extract_archive
+from repro.archive.extract import extract_archive
 from repro.install.unpack import read_bundle
 from repro.snapshot.pack import PackOptions, pack
 from tests._venvs import find_python

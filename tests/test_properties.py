@@ -16,8 +16,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repro.archive.core import ArchiveLimits, DeterministicTarWriter, iter_members, member_order
+from repro.archive.reader import ArchiveLimits, iter_members
 from repro.archive.tarformat import name_problem
+from repro.archive.writer import DeterministicTarWriter, member_order
 from repro.bundle.info import load_bundle_info
 from repro.bundle.manifest import format_manifest, normalize_path, parse_manifest
 from repro.bundle.patchset import load_patchset

@@ -29,7 +29,7 @@ import pytest
 import tomli_w
 
 from repro._toml import loads as toml_loads
-from repro.bundle.manifest import write_manifest
+from repro.bundle.manifesttree import write_manifest
 from tests._venvs import find_python
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
 from tests.httpfiles import Version, file_server

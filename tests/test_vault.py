@@ -28,6 +28,7 @@ from repro.snapshot.installed import (
     read_dist_record,
     scheme_paths,
 )
+from repro.snapshot.scripts import restore_shebang
 from repro.snapshot.vault import build_vault, vault_reasons
 from repro.snapshot.wheelbuild import (
     CarryPatched,
@@ -35,7 +36,6 @@ from repro.snapshot.wheelbuild import (
     console_script_names,
     plan_wheel,
     rebuild_wheel,
-    restore_shebang,
 )
 
 PYPI = "https://pypi.org/simple/"
@@ -414,7 +414,7 @@ def test_a_wheel_lacking_installed_files_is_not_the_original(
     which lacks some (here the console script's entry_points.txt and the scripts), was
     built from another source: taking it would install a venv without `vaultdemo-cli`.
     It happened in CI, where pip's cache held such a wheel from another test."""
-    from repro.snapshot.vault import wheel_matches_install
+    from repro.snapshot.originalwheels import wheel_matches_install
 
     project = _make_project(tmp_path / "proj" / "vaultdemo", "vaultdemo", "0.1.0", extras=False)
     find_links = tmp_path / "fl"

@@ -1,21 +1,26 @@
 """bundle.toml: what a bundle is, where it came from, how to launch and test it.
 
 The schema is normative in docs/bundle-format.md. Loading reports every problem of a
-file at once; unknown keys are errors so that a typo never passes silently.
+file at once (through `repro.bundle.tomltable`); unknown keys are errors so that a typo
+never passes silently.
+
+A little over 400 lines for a reason: the section's dataclasses, its loader and its
+writer stay in one module, so that a key added to one is seen in the other two.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal
 
 import tomli_w
 
 from repro import _toml
+from repro.bundle.tomltable import TomlTable, choice, is_int
 from repro.errors import BundleFormatError
 
 # The longest a ladder may wait for a server (a day): `inf` or 1e300 would wait for ever.
@@ -140,133 +145,8 @@ class BundleInfo:
 
 # --- loading -------------------------------------------------------------------------
 
-T = TypeVar("T")
-_MISSING = object()
 
-
-class _Table:
-    """Typed access to one TOML table; problems are collected, not raised."""
-
-    def __init__(self, data: Mapping[str, Any], where: str, problems: list[str]) -> None:
-        self._data = data
-        self._where = where
-        self._problems = problems
-        self._used: set[str] = set()
-
-    def _key(self, key: str) -> str:
-        return f"{self._where}.{key}" if self._where else key
-
-    def _get(self, key: str, check: Callable[[Any], bool], expected: str, required: bool) -> Any:
-        self._used.add(key)
-        value = self._data.get(key, _MISSING)
-        if value is _MISSING:
-            if required:
-                self._problems.append(f"missing key '{self._key(key)}' ({expected})")
-            return _MISSING
-        if not check(value):
-            self._problems.append(
-                f"key '{self._key(key)}' must be {expected}, not {_toml_type(value)}"
-            )
-            return _MISSING
-        return value
-
-    def string(self, key: str, default: str = "") -> str:
-        value = self._get(key, lambda v: isinstance(v, str), "a string", True)
-        return default if value is _MISSING else cast(str, value)
-
-    def opt_string(self, key: str) -> str | None:
-        value = self._get(key, lambda v: isinstance(v, str), "a string", False)
-        return None if value is _MISSING else cast(str, value)
-
-    def integer(self, key: str, default: int = 0, *, required: bool = True) -> int:
-        value = self._get(key, _is_int, "an integer", required)
-        return default if value is _MISSING else cast(int, value)
-
-    def number(self, key: str, default: float) -> float:
-        value = self._get(key, lambda v: _is_int(v) or isinstance(v, float), "a number", False)
-        return default if value is _MISSING else float(value)
-
-    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...] | None:
-        value = self._get(
-            key,
-            lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
-            "a list of strings",
-            required,
-        )
-        return None if value is _MISSING else tuple(value)
-
-    def table(self, key: str, *, required: bool) -> _Table | None:
-        value = self._get(key, lambda v: isinstance(v, dict), "a table", required)
-        if value is _MISSING:
-            return None
-        return _Table(value, self._key(key), self._problems)
-
-    def tables(self, key: str) -> list[_Table]:
-        value = self._get(
-            key,
-            lambda v: isinstance(v, list) and all(isinstance(i, dict) for i in v),
-            "an array of tables",
-            False,
-        )
-        if value is _MISSING:
-            return []
-        return [
-            _Table(item, f"{self._key(key)}[{i}]", self._problems) for i, item in enumerate(value)
-        ]
-
-    def mapping(self, key: str) -> dict[str, str]:
-        value = self._get(
-            key,
-            lambda v: isinstance(v, dict) and all(isinstance(i, str) for i in v.values()),
-            "a table of strings",
-            False,
-        )
-        return {} if value is _MISSING else dict(value)
-
-    def sizes(self, key: str) -> dict[str, int]:
-        value = self._get(
-            key,
-            lambda v: isinstance(v, dict) and all(_is_int(i) and i >= 0 for i in v.values()),
-            "a table of sizes (non-negative integers)",
-            False,
-        )
-        return {} if value is _MISSING else dict(value)
-
-    def problem(self, key: str, text: str) -> None:
-        self._problems.append(f"key '{self._key(key)}' {text}")
-
-    def finish(self) -> None:
-        for key in sorted(set(self._data) - self._used):
-            where = f"[{self._where}]" if self._where else "the top level"
-            self._problems.append(f"unknown key '{key}' in {where}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _toml_type(value: object) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
-    for kind, name in names.items():
-        if type(value) is kind:
-            return name
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date/time"
-
-
-def _choice(table: _Table, key: str, choices: tuple[T, ...]) -> T:
-    value = table.string(key)
-    if value not in choices:
-        if value:
-            table.problem(key, f"must be one of {', '.join(map(str, choices))}, not {value!r}")
-        return choices[0]
-    return cast(T, value)
-
-
-def _load_source(table: _Table) -> SourceInfo:
+def _load_source(table: TomlTable) -> SourceInfo:
     gpus = []
     for gpu in table.tables("gpus"):
         gpus.append(
@@ -294,7 +174,7 @@ def _load_source(table: _Table) -> SourceInfo:
     return info
 
 
-def _load_command(table: _Table) -> LaunchCommand:
+def _load_command(table: TomlTable) -> LaunchCommand:
     argv = table.strings("argv")
     shell = table.opt_string("shell")
     if (argv is None) == (shell is None):
@@ -314,7 +194,7 @@ def _load_command(table: _Table) -> LaunchCommand:
     command = LaunchCommand(
         name=table.string("name"),
         port=port,
-        engine=_choice(table, "engine", ENGINES),
+        engine=choice(table, "engine", ENGINES),
         argv=argv,
         shell=shell,
         readiness=table.opt_string("readiness"),
@@ -326,14 +206,14 @@ def _load_command(table: _Table) -> LaunchCommand:
     return command
 
 
-def _load_model(table: _Table) -> ModelRef:
+def _load_model(table: TomlTable) -> ModelRef:
     small_files = table.mapping("small_files")
     for path, digest in small_files.items():
         if not _SHA256.fullmatch(digest):
             table.problem(f"small_files.{path}", "must be a lowercase hex sha256")
     model = ModelRef(
         name=table.string("name"),
-        role=_choice(table, "role", ROLES),
+        role=choice(table, "role", ROLES),
         total_bytes=table.integer("total_bytes"),
         file_count=table.integer("file_count"),
         repo_id=table.opt_string("repo_id"),
@@ -354,13 +234,13 @@ def _load_model(table: _Table) -> ModelRef:
     return model
 
 
-def _check_relative(table: _Table, key: str, path: str) -> None:
+def _check_relative(table: TomlTable, key: str, path: str) -> None:
     parts = path.split("/")
     if path != "." and (not path or ".." in parts or "" in parts or "\\" in path):
         table.problem(key, f"must be a relative path inside the workspace, not {path!r}")
 
 
-def _load_workspace(table: _Table | None) -> WorkspaceInfo:
+def _load_workspace(table: TomlTable | None) -> WorkspaceInfo:
     if table is None:
         return WorkspaceInfo()
     venv = table.string("venv", ".")
@@ -381,7 +261,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
             f"{source}: missing key 'format_version'",
             hint="this is not a bundle.toml written by `repro pack`",
         )
-    if not _is_int(version) or version < 1:
+    if not is_int(version) or version < 1:
         raise BundleFormatError(f"{source}: key 'format_version' must be a positive integer")
     if version > FORMAT_VERSION:
         raise BundleFormatError(
@@ -390,7 +270,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
             hint="pip install --upgrade repro",
         )
     problems: list[str] = []
-    top = _Table(document, "", problems)
+    top = TomlTable(document, "", problems)
     top.integer("format_version")
     name = top.string("name")
     if name and not _SAFE_NAME.fullmatch(name):

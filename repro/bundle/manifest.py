@@ -14,26 +14,22 @@ accepts what `sha256sum -c` accepts and sorts every line into one of three kinds
   where repro is deliberately stricter than sha256sum.
 
 Nothing here raises for a bad manifest read from disk: every problem goes into the
-`CheckReport` so that all of them are reported at once. `ManifestError` is raised by
-the writing side (`format_manifest`, `write_manifest`) when asked to write something
-that could not be read back as the same manifest.
+`Manifest` (and from there into a `CheckReport`, see `repro.bundle.manifestcheck`) so
+that all of them are reported at once. `ManifestError` is raised by the writing side
+(`format_manifest`, `repro.bundle.manifesttree.write_manifest`) when asked to write
+something that could not be read back as the same manifest.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-import tempfile
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Protocol
 
 from repro.bundle import layout
 from repro.errors import InputError, ManifestError
-from repro.hashing import hash_files
 
 MANIFEST_NAME = layout.MANIFEST
 SIGNATURE_SUFFIX = ".sig"
@@ -45,7 +41,6 @@ _WHITESPACE = b" \t"
 _WHITESPACE_RE = re.compile(rb"[ \t]")
 _TAG = b"SHA256"
 _NEEDS_ESCAPE = ("\n", "\r", "\\")
-_EMPTY: Mapping[str, str] = MappingProxyType({})
 _MAX_SHOWN_LINE = 200
 # Limits on one line: a name longer than PATH_MAX (4096 on Linux) or deeper than any
 # bundle's tree cannot name a file, and resolving a 4 MB name took minutes.
@@ -90,88 +85,6 @@ class Manifest:
     rejected: tuple[RejectedEntry, ...] = ()
 
 
-@dataclass(frozen=True)
-class Mismatch:
-    path: str
-    expected: str
-    actual: str
-
-
-@dataclass(frozen=True)
-class UnlistedPath:
-    """A path present in the tree that the manifest does not list; kind is `file`,
-    `symlink`, `fifo`, `socket`, `device` or `other`."""
-
-    path: str
-    kind: str = "file"
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    path: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """Everything found while checking a tree or archive against its manifest."""
-
-    source: str
-    verified: tuple[str, ...]
-    mismatched: tuple[Mismatch, ...]
-    missing: tuple[str, ...]
-    unlisted: tuple[UnlistedPath, ...]
-    malformed: tuple[MalformedLine, ...]
-    unreadable: tuple[Unreadable, ...]
-    rejected: tuple[RejectedEntry, ...]
-
-    def passed(self, *, ignore_missing: bool, strict: bool) -> bool:
-        """True when the tree is exactly what the manifest describes.
-
-        Like `sha256sum -c`: at least one file must verify, missing files fail unless
-        `ignore_missing`, malformed lines fail only when `strict`. Beyond sha256sum:
-        unlisted paths and rejected entries always fail.
-        """
-        if self.mismatched or self.unreadable or self.unlisted or self.rejected:
-            return False
-        if self.missing and not ignore_missing:
-            return False
-        if self.malformed and strict:
-            return False
-        return bool(self.verified)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "manifest": self.source,
-            "counts": {
-                "verified": len(self.verified),
-                "mismatched": len(self.mismatched),
-                "missing": len(self.missing),
-                "unlisted": len(self.unlisted),
-                "malformed": len(self.malformed),
-                "unreadable": len(self.unreadable),
-                "rejected": len(self.rejected),
-            },
-            "verified": [printable_path(p) for p in self.verified],
-            "mismatched": [
-                {"path": printable_path(m.path), "expected": m.expected, "actual": m.actual}
-                for m in self.mismatched
-            ],
-            "missing": [printable_path(p) for p in self.missing],
-            "unlisted": [{"path": printable_path(u.path), "kind": u.kind} for u in self.unlisted],
-            "malformed": [
-                {"line": m.lineno, "text": m.text, "reason": m.reason} for m in self.malformed
-            ],
-            "unreadable": [
-                {"path": printable_path(u.path), "reason": u.reason} for u in self.unreadable
-            ],
-            "rejected": [
-                {"line": r.lineno, "path": printable_path(r.path), "reason": r.reason}
-                for r in self.rejected
-            ],
-        }
-
-
 class ProgressSink(Protocol):
     """Receives hashing progress: one `start`, then `advance` per finished file."""
 
@@ -189,7 +102,8 @@ def _path_bytes(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def _sort_key(path: str) -> bytes:
+def path_order(path: str) -> bytes:
+    """Where a path sorts in a manifest and in a report: by its bytes."""
     return _path_bytes(path)
 
 
@@ -409,280 +323,9 @@ def format_manifest(entries: Iterable[tuple[str, str]]) -> bytes:
         except (_Malformed, UnicodeEncodeError) as exc:
             raise ManifestError(f"bad digest for {path!r}: {digest!r}") from exc
     out = bytearray()
-    for path in sorted(digests, key=_sort_key):
+    for path in sorted(digests, key=path_order):
         if any(char in path for char in _NEEDS_ESCAPE):
             out += b"\\" + digests[path].encode() + b"  " + _path_bytes(_escape(path)) + b"\n"
         else:
             out += digests[path].encode() + b"  " + _path_bytes(path) + b"\n"
     return bytes(out)
-
-
-def write_manifest(root: Path, *, jobs: int | None = None) -> Path:
-    """Hash every regular file under root and write root/MANIFEST.sha256."""
-    exempt = _exempt_names(MANIFEST_NAME)
-    tree = scan_tree(root)
-    for path, kind in sorted(tree.nonregular.items()):
-        if path not in exempt:
-            raise ManifestError(
-                f"{root / path}: is a {kind}, not a regular file; a manifest lists files only",
-                hint="replace it with the file it points to, or remove it",
-            )
-    if tree.unreadable:
-        path, reason = min(tree.unreadable.items())
-        raise InputError(f"{root / path}: cannot read: {reason}")
-    files = sorted((p for p in tree.files if p not in exempt), key=_sort_key)
-    results = hash_files([root / p for p in files], jobs=jobs)
-    pairs: list[tuple[str, str]] = []
-    for path, result in zip(files, results, strict=True):
-        if result.digest is None:
-            raise InputError(f"{result.path}: cannot read: {result.error}")
-        pairs.append((path, result.digest))
-    data = format_manifest(pairs)
-    target = root / MANIFEST_NAME
-    fd, tmp_name = tempfile.mkstemp(prefix=".MANIFEST.", dir=root)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except OSError as exc:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise InputError(f"{target}: cannot write manifest: {exc.strerror or exc}") from exc
-    return target
-
-
-# --- comparing -----------------------------------------------------------------------
-
-
-def _exempt_names(manifest_name: str) -> frozenset[str]:
-    return frozenset({manifest_name, manifest_name + SIGNATURE_SUFFIX})
-
-
-def compare_digests(
-    manifest: Manifest,
-    actual: Mapping[str, str],
-    *,
-    present: Iterable[str],
-    unreadable: Mapping[str, str] = _EMPTY,
-    nonregular: Mapping[str, str] = _EMPTY,
-    exempt: Iterable[str] = _exempt_names(MANIFEST_NAME),
-) -> CheckReport:
-    """Compare computed digests with the manifest; pure.
-
-    actual: path -> digest of each listed file that was hashed. present: every
-    regular-file path in the tree (or archive). unreadable: path -> why it could not be
-    read. nonregular: path -> kind of each non-regular member (symlink, fifo, ...).
-    exempt: root-level names that are never "unlisted" (the manifest and its signature).
-    """
-    present_set = set(present)
-    exempt_set = set(exempt)
-    listed: set[str] = set()
-    verified: list[str] = []
-    mismatched: list[Mismatch] = []
-    missing: list[str] = []
-    failures: dict[str, str] = {}
-    for entry in manifest.entries:
-        listed.add(entry.path)
-        if entry.path in actual:
-            digest = actual[entry.path].lower()
-            if digest == entry.digest:
-                verified.append(entry.path)
-            else:
-                mismatched.append(Mismatch(entry.path, entry.digest, digest))
-        elif entry.path in unreadable:
-            failures[entry.path] = unreadable[entry.path]
-        elif entry.path in nonregular:
-            failures[entry.path] = f"not a regular file ({nonregular[entry.path]})"
-        elif entry.path in present_set:
-            failures[entry.path] = "present but not hashed"
-        else:
-            missing.append(entry.path)
-    # A rejected entry is reported once, as rejected, not again as unlisted.
-    listed.update(r.path for r in manifest.rejected)
-    for path, reason in unreadable.items():
-        if path not in listed:
-            failures.setdefault(path, reason)
-    unlisted = [UnlistedPath(p) for p in present_set - listed - exempt_set]
-    unlisted += [
-        UnlistedPath(p, kind)
-        for p, kind in nonregular.items()
-        if p not in listed and p not in exempt_set
-    ]
-    return CheckReport(
-        source=manifest.source,
-        verified=tuple(sorted(verified, key=_sort_key)),
-        mismatched=tuple(sorted(mismatched, key=lambda m: _sort_key(m.path))),
-        missing=tuple(sorted(missing, key=_sort_key)),
-        unlisted=tuple(sorted(unlisted, key=lambda u: _sort_key(u.path))),
-        malformed=manifest.malformed,
-        unreadable=tuple(Unreadable(p, failures[p]) for p in sorted(failures, key=_sort_key)),
-        rejected=tuple(sorted(manifest.rejected, key=lambda r: r.lineno)),
-    )
-
-
-# --- directories ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TreeListing:
-    """What a walk of a tree found, by relative `/`-path, without following symlinks."""
-
-    files: frozenset[str]
-    sizes: Mapping[str, int]
-    nonregular: Mapping[str, str]
-    unreadable: Mapping[str, str]
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
-        return "device"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    return "other"
-
-
-def scan_tree(root: Path) -> TreeListing:
-    """Walk root; directories that cannot be listed are `unreadable` (they might hide
-    unlisted files). Raises InputError when root itself cannot be listed."""
-    sizes: dict[str, int] = {}
-    nonregular: dict[str, str] = {}
-    unreadable: dict[str, str] = {}
-    stack: list[tuple[Path, str]] = [(root, "")]
-    while stack:
-        directory, prefix = stack.pop()
-        try:
-            with os.scandir(directory) as entries:
-                children = list(entries)
-        except OSError as exc:
-            if not prefix:
-                raise InputError(f"{root}: cannot list directory: {exc.strerror}") from exc
-            unreadable[prefix.rstrip("/")] = f"cannot list directory: {exc.strerror}"
-            continue
-        for child in children:
-            relative = prefix + child.name
-            try:
-                info = child.stat(follow_symlinks=False)
-            except OSError as exc:
-                unreadable[relative] = exc.strerror or str(exc)
-                continue
-            mode = info.st_mode
-            if stat.S_ISDIR(mode):
-                stack.append((Path(child.path), relative + "/"))
-            elif stat.S_ISREG(mode):
-                sizes[relative] = info.st_size
-            else:
-                nonregular[relative] = _kind(mode)
-    return TreeListing(
-        frozenset(sizes),
-        MappingProxyType(sizes),
-        MappingProxyType(nonregular),
-        MappingProxyType(unreadable),
-    )
-
-
-@dataclass(frozen=True)
-class _HashPlan:
-    to_hash: tuple[tuple[str, Path, int], ...]
-    failures: Mapping[str, str]
-    escapes: tuple[RejectedEntry, ...]
-
-
-def _plan_hashing(root: Path, manifest: Manifest, tree: TreeListing) -> _HashPlan:
-    """Decide, for each listed path, whether to hash it, and what is wrong if not.
-    Only regular files inside the tree (after resolving symlinks) are opened."""
-    real_root = root.resolve()
-    to_hash: list[tuple[str, Path, int]] = []
-    failures: dict[str, str] = {}
-    escapes: list[RejectedEntry] = []
-    for entry in manifest.entries:
-        size = tree.sizes.get(entry.path)
-        if size is not None:
-            # Found by the walk, which follows no symlink: a regular file inside the tree.
-            to_hash.append((entry.path, root / entry.path, size))
-            continue
-        try:
-            resolved = (root / entry.path).resolve()
-        except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop before 3.13
-            failures[entry.path] = f"cannot resolve: {exc}"
-            continue
-        if resolved != real_root and not resolved.is_relative_to(real_root):
-            escapes.append(
-                RejectedEntry(
-                    entry.lineno,
-                    entry.path,
-                    f"resolves through a symlink to {resolved}, outside the tree",
-                )
-            )
-            continue
-        try:
-            info = resolved.stat()
-        except FileNotFoundError:
-            continue  # missing: it is not in `actual` nor in `present`
-        except OSError as exc:
-            failures[entry.path] = exc.strerror or str(exc)
-            continue
-        if stat.S_ISREG(info.st_mode):
-            to_hash.append((entry.path, resolved, info.st_size))
-        elif stat.S_ISDIR(info.st_mode):
-            failures[entry.path] = "is a directory"
-        else:
-            failures[entry.path] = f"not a regular file ({_kind(info.st_mode)})"
-    return _HashPlan(tuple(to_hash), MappingProxyType(failures), tuple(escapes))
-
-
-def verify_directory(
-    root: Path,
-    manifest_path: Path,
-    *,
-    jobs: int | None,
-    on_progress: ProgressSink | None = None,
-    known: Mapping[str, str] | None = None,
-) -> CheckReport:
-    """Check a tree against a manifest: hash the listed files in parallel and find
-    unlisted ones. Raises InputError when the manifest or root cannot be read.
-
-    `known`: digests of files this process itself wrote into `root` (an extraction into
-    its private staging directory, hashed as written), by manifest path; they are taken
-    instead of read back. Every other listed file is hashed."""
-    manifest = read_manifest(manifest_path)
-    tree = scan_tree(root)
-    plan = _plan_hashing(root, manifest, tree)
-    actual: dict[str, str] = {}
-    if known:
-        actual.update((path, known[path]) for path, _, _ in plan.to_hash if path in known)
-        plan = replace(plan, to_hash=tuple(item for item in plan.to_hash if item[0] not in known))
-    if plan.escapes:
-        escaped = {r.path for r in plan.escapes}
-        manifest = replace(
-            manifest,
-            entries=tuple(e for e in manifest.entries if e.path not in escaped),
-            rejected=manifest.rejected + plan.escapes,
-        )
-    if on_progress is not None:
-        on_progress.start(sum(size for _, _, size in plan.to_hash), len(plan.to_hash))
-    results = hash_files(
-        [resolved for _, resolved, _ in plan.to_hash],
-        jobs=jobs,
-        on_progress=on_progress.advance if on_progress is not None else None,
-    )
-    failures = dict(plan.failures)
-    for (path, _, _), result in zip(plan.to_hash, results, strict=True):
-        if result.digest is None:
-            failures[path] = result.error or "cannot read"
-        else:
-            actual[path] = result.digest
-    failures.update(tree.unreadable)
-    return compare_digests(
-        manifest,
-        actual,
-        present=tree.files,
-        unreadable=failures,
-        nonregular=tree.nonregular,
-        exempt=_exempt_names(manifest_path.name),
-    )

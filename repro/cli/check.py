@@ -8,7 +8,8 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from repro.bundle.manifest import CheckReport, printable_path
+from repro.bundle.manifest import printable_path
+from repro.bundle.manifestcheck import CheckReport
 from repro.bundle.signing import SignaturePolicy
 from repro.cli._common import (
     diagnostic_console,

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from repro.archive.core import extract_archive
+from repro.archive.extract import extract_archive
 from repro.bundle.info import BundleInfo, load_bundle_info
-from repro.bundle.manifest import MANIFEST_NAME, CheckReport, ProgressSink, verify_directory
+from repro.bundle.manifest import MANIFEST_NAME, ProgressSink
+from repro.bundle.manifestcheck import CheckReport
+from repro.bundle.manifesttree import verify_directory
 from repro.bundle.patchset import load_patchset
 from repro.bundle.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.bundle.vault import VaultEntry, load_vault

@@ -1,5 +1,9 @@
 """Report facts about the interpreter that runs this script, as one JSON document on stdout.
 
+One self-contained file of over 400 lines for a reason: the target's own interpreter
+runs it as a script, and that interpreter has neither repro nor its dependencies, so it
+can import nothing from repro and nothing outside the standard library.
+
 Run by the TARGET environment's own python (`python -I environment.py`); repro imports it
 only for its constants (KEY_MODULES). Standard library only; must work on any Python >= 3.8.
 Every section is gathered on its own, so one failure is reported in "errors" instead of

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from repro.archive.core import Compression, DeterministicTarWriter, member_order
+from repro.archive.common import Compression
 from repro.archive.directio import (
     DirectWriter,
     direct_io_setting,
@@ -31,6 +31,7 @@ from repro.archive.directio import (
     preallocate,
 )
 from repro.archive.memberfill import FileRun, Hole, Piece, fill_holes
+from repro.archive.writer import DeterministicTarWriter, member_order
 from repro.bundle.manifest import MANIFEST_NAME, ProgressSink, format_manifest
 from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
 from repro.errors import InputError

@@ -27,9 +27,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from repro import __version__
-from repro.archive.core import Compression, source_date_epoch
+from repro.archive.common import Compression
 from repro.archive.memberfill import not_as_recorded
 from repro.archive.tarformat import uncarried_name
+from repro.archive.writer import source_date_epoch
 from repro.bundle.info import (
     BundleInfo,
     Engine,

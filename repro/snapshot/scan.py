@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import hashlib
 import os
 import stat
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from repro.hashing import (
 )
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
+from repro.snapshot.scripts import only_shebang_differs
 
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 
@@ -319,8 +319,8 @@ class _Checker:
         self.bytes += result.size
         if result.digest == entry.sha256:
             return result
-        if os.path.dirname(path) == self._scripts_dir and _only_shebang_differs(
-            Path(path), item, self._facts
+        if os.path.dirname(path) == self._scripts_dir and only_shebang_differs(
+            Path(path), entry.sha256, item.dist, self._facts
         ):
             return result
         refused = link_outside(path, self._venv)  # a changed file: is it a link out?
@@ -412,93 +412,3 @@ def _nearest_owners(directory: str, site: str, direct_owners: Mapping[str, set[s
             return owners
         current = os.path.dirname(current)
     return set()
-
-
-# --- scripts whose only change is the #! line ------------------------------------------
-
-
-def split_shebang(data: bytes) -> tuple[bytes, bytes] | None:
-    """(header, body) of a script: the `#!` line, or the `#!/bin/sh` + `'''exec'` three-line
-    form pip/distlib writes for long interpreter paths."""
-    if not data.startswith(b"#!"):
-        return None
-    first, sep, rest = data.partition(b"\n")
-    if first.rstrip() == b"#!/bin/sh" and rest.startswith(b"'''exec' "):
-        exec_line, _, rest2 = rest.partition(b"\n")
-        close, _, body = rest2.partition(b"\n")
-        if close.strip() == b"' '''":
-            return first + b"\n" + exec_line + b"\n" + close + b"\n", body
-    return first + sep, rest
-
-
-def shebang_candidates(interpreters: Iterable[str]) -> list[bytes]:
-    """Headers an installer may have written: `#!python` (as in the wheel), and the simple and
-    long forms for each interpreter path."""
-    headers = [b"#!python\n"]
-    for interpreter in interpreters:
-        exe = interpreter.encode()
-        headers.append(b"#!" + exe + b"\n")
-        headers.append(b"#!/bin/sh\n'''exec' " + exe + b' "$0" "$@"\n' + b"' '''\n")
-    return headers
-
-
-def _interpreters(facts: EnvironmentFacts) -> list[str]:
-    scripts = Path(facts.python.scripts)
-    major_minor = ".".join(facts.python.version.split(".")[:2])
-    names = ["python", "python3", f"python{major_minor}"]
-    found = [facts.python.executable, *(str(scripts / n) for n in names)]
-    found.append(os.path.realpath(facts.python.executable))
-    return list(dict.fromkeys(found))
-
-
-def _only_shebang_differs(path: Path, item: _Owned, facts: EnvironmentFacts) -> bool:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return False
-    parts = split_shebang(data)
-    if parts is None:
-        return False
-    _, body = parts
-    for header in shebang_candidates(_interpreters(facts)):
-        if hashlib.sha256(header + body).hexdigest() == item.entry.sha256:
-            return True
-    return _is_generated_console_script(path.name, body, item.dist)
-
-
-def _is_generated_console_script(name: str, body: bytes, dist: DistributionFacts) -> bool:
-    """An entry-point wrapper the installer generated for a console script of `dist`: its body
-    imports exactly the object entry_points.txt names (the venv may have moved, so the original
-    interpreter path is unknown)."""
-    entry_points = Path(dist.metadata_dir) / "entry_points.txt"
-    try:
-        text = entry_points.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    target = _console_script_target(text, name)
-    if target is None:
-        return False
-    module, _, attribute = target.partition(":")
-    import_name = attribute.split(".")[0].strip()
-    expected = f"from {module.strip()} import {import_name}".encode()
-    lines = [line.strip() for line in body.splitlines()]
-    allowed = {b"", b"# -*- coding: utf-8 -*-", b"import re", b"import sys"}
-    for line in lines:
-        if line in allowed or line == expected or line.startswith((b"if __name__", b"sys.")):
-            continue
-        return False
-    return expected in lines
-
-
-def _console_script_target(text: str, name: str) -> str | None:
-    section = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1].strip()
-            continue
-        if section in ("console_scripts", "gui_scripts") and "=" in line:
-            key, _, value = line.partition("=")
-            if key.strip() == name:
-                return value.strip()
-    return None

@@ -26,8 +26,8 @@ from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 
 from repro.snapshot.cacheset import publish, staging_for
+from repro.snapshot.originalwheels import DOWNLOAD_TIMEOUT
 from repro.snapshot.toolwheels import ToolWheelInputs, closure_for, marker_environment
-from repro.snapshot.vault import DOWNLOAD_TIMEOUT
 
 _ABBREVIATIONS = {"cpython": "cp", "pypy": "pp"}
 

@@ -1,5 +1,9 @@
 """The wheel vault: wheels for the distributions no recorded index can serve.
 
+A little over 400 lines for a reason: it is the vault's pipeline (select, plan, hash,
+build) with the frozen data passed between its stages; where an original wheel comes
+from is `repro.snapshot.originalwheels`.
+
 `vault_reasons` says why a distribution needs the vault (a local file or directory, a VCS
 URL, an editable install, an archive URL, a local version such as `+cu130` the indexes do
 not hold). `build_vault` obtains a wheel for each one, cheapest source first:
@@ -17,13 +21,10 @@ Original and downloaded wheels are stored byte for byte as they are.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
-import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,31 +32,32 @@ from typing import TYPE_CHECKING, Literal
 
 from packaging.tags import Tag
 from packaging.utils import (
-    InvalidWheelFilename,
     canonicalize_name,
-    parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
 
-from repro.hashing import CHUNK_SIZE, default_jobs, sha256_file
-from repro.snapshot.indexcheck import IndexFile, IndexReport, check_index, target_tags
-from repro.snapshot.installed import InstalledDist, SchemePaths, read_dist_record
+from repro.hashing import default_jobs, sha256_file
+from repro.snapshot.indexcheck import IndexReport, check_index, target_tags
+from repro.snapshot.installed import InstalledDist, SchemePaths
+from repro.snapshot.originalwheels import (
+    fetch_from_indexes,
+    file_url_path,
+    local_wheels,
+    original_at_hand,
+)
 from repro.snapshot.pristine import default_pip_cache
 from repro.snapshot.wheelbuild import (
-    EXCLUDED_DIST_INFO,
     BuiltWheel,
     DigestTable,
     PristineSource,
     VaultError,
     WheelPlan,
     build_from_source,
-    iter_wheel_record,
     plan_wheel,
 )
 
 WheelsMode = Literal["auto", "all", "none"]
 WheelSource = Literal["original", "rebuilt", "built-from-source", "downloaded"]
-DOWNLOAD_TIMEOUT = 1800.0
 
 if TYPE_CHECKING:  # requests is slow to import; imported where a page is fetched
     import requests
@@ -78,13 +80,6 @@ class VaultReport:
     wheels: list[VaultWheel]
     warnings: list[str] = field(default_factory=list)
     index: IndexReport | None = None
-
-
-def _file_url_path(url: str) -> Path | None:
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme != "file":
-        return None
-    return Path(urllib.parse.unquote(parsed.path))
 
 
 def _is_local_version(version: str) -> bool:
@@ -112,7 +107,7 @@ def vault_reasons(dist: InstalledDist, index_report: IndexReport | None = None) 
         reasons.append(f"installed from {vcs.get('vcs', 'VCS')} URL {url}@{commit}")
     elif url.startswith("file:"):
         kind = "directory" if isinstance(direct.get("dir_info"), dict) else "file"
-        reasons.append(f"installed from local {kind} {_file_url_path(url)}")
+        reasons.append(f"installed from local {kind} {file_url_path(url)}")
     elif url and not served:
         reasons.append(f"installed from archive URL {url}")
     if not served:
@@ -125,175 +120,12 @@ def vault_reasons(dist: InstalledDist, index_report: IndexReport | None = None) 
     return reasons
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    path: Path
-    source: WheelSource
-
-
-def wheel_matches_install(wheel: Path, dist: InstalledDist) -> bool:
-    """Whether a wheel holds exactly the installed files: its RECORD agrees with the
-    installed RECORD on every file both hold, and every hashed file installed into
-    site-packages is in the wheel (a wheel of the same name and version built without
-    a module or a console script is not the original).
-
-    Files outside site-packages (`.data/` scripts get their shebang rewritten at install,
-    console scripts are written by the installer) and the files an installer adds to
-    `.dist-info` are not compared.
-    """
-    try:
-        wheel_entries = list(iter_wheel_record(wheel))
-    except VaultError:
-        return False
-    installed = {
-        entry.path: entry.sha256
-        for entry in read_dist_record(dist.dist_info)
-        if entry.sha256 is not None and _compared(entry.path)
-    }
-    in_wheel: dict[str, str] = {}
-    for entry in wheel_entries:
-        path = _site_packages_path(entry.path)
-        if path is None or entry.sha256 is None or not _compared(path):
-            continue
-        if installed.get(path) != entry.sha256:
-            return False
-        in_wheel[path] = entry.sha256
-    return bool(in_wheel) and in_wheel.keys() >= installed.keys()
-
-
-def _site_packages_path(wheel_path: str) -> str | None:
-    """Where a wheel member lands relative to site-packages; None for `.data/` members
-    that land elsewhere (scripts, headers, data)."""
-    top, _, rest = wheel_path.partition("/")
-    if not top.endswith(".data"):
-        return wheel_path
-    scheme, _, inner = rest.partition("/")
-    return inner if scheme in ("purelib", "platlib") and inner else None
-
-
-def _compared(path: str) -> bool:
-    """Whether an installed RECORD path takes part in matching a wheel to the install."""
-    top, _, rest = path.partition("/")
-    if top == ".." or path.startswith("/") or "__pycache__/" in path:
-        return False
-    return not (top.endswith(".dist-info") and rest in EXCLUDED_DIST_INFO)
-
-
-def _wheel_name_version(path: Path) -> tuple[str, Version] | None:
-    try:
-        name, version, _build, _tags = parse_wheel_filename(path.name)
-    except (InvalidWheelFilename, InvalidVersion):
-        return None
-    return name, version
-
-
-def _local_wheels(dirs: Iterable[Path], recursive: bool) -> dict[tuple[str, Version], list[Path]]:
-    found: dict[tuple[str, Version], list[Path]] = {}
-    for directory in dirs:
-        if not directory.is_dir():
-            continue
-        paths = directory.rglob("*.whl") if recursive else directory.glob("*.whl")
-        for path in sorted(paths):
-            key = _wheel_name_version(path)
-            if key is not None:
-                found.setdefault(key, []).append(path)
-    return found
-
-
-def _dist_key(dist: InstalledDist) -> tuple[str, Version] | None:
-    try:
-        return dist.canonical_name, Version(dist.version)
-    except InvalidVersion:
-        return None
-
-
 def _copy_into(source: Path, out_dir: Path) -> tuple[Path, str]:
     """Copy a wheel byte for byte into the vault; return its path and sha256."""
     target = out_dir / source.name
     if source.resolve() != target.resolve():
         shutil.copyfile(source, target)
     return target, sha256_file(target)
-
-
-def _download(item: IndexFile, directory: Path, session: requests.Session, timeout: float) -> Path:
-    """Fetch one index file into `directory`, verifying the sha256 the index gave."""
-    target = directory / item.filename
-    digest = hashlib.sha256()
-    local = _file_url_path(item.url)
-    if local is not None:
-        with open(local, "rb") as src, open(target, "wb") as dst:
-            for chunk in iter(lambda: src.read(CHUNK_SIZE), b""):
-                digest.update(chunk)
-                dst.write(chunk)
-    else:
-        with session.get(item.url, stream=True, timeout=timeout) as response:
-            response.raise_for_status()
-            with open(target, "wb") as dst:
-                for chunk in response.iter_content(CHUNK_SIZE):
-                    digest.update(chunk)
-                    dst.write(chunk)
-    if item.sha256 is not None and digest.hexdigest() != item.sha256:
-        target.unlink()
-        raise VaultError(f"{item.url}: sha256 {digest.hexdigest()} differs from the index's")
-    return target
-
-
-def _installed_tags(dist: InstalledDist) -> frozenset[str]:
-    path = dist.dist_info / "WHEEL"
-    if not path.is_file():
-        return frozenset()
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return frozenset(line.split(":", 1)[1].strip() for line in lines if line.startswith("Tag:"))
-
-
-def _preferred_index_wheel(dist: InstalledDist, files: Sequence[IndexFile]) -> IndexFile | None:
-    """The index wheel the dist was most likely installed from: same tags as its WHEEL."""
-    wheels = [f for f in files if f.filename.endswith(".whl")]
-    installed = _installed_tags(dist)
-    for item in wheels:
-        _n, _v, _b, tags = parse_wheel_filename(item.filename)
-        if {str(t) for t in tags} == installed:
-            return item
-    return wheels[0] if wheels else None
-
-
-def pip_download(
-    python: Path,
-    requirements: Sequence[str],
-    dest: Path,
-    *,
-    indexes: Sequence[str] = (),
-    timeout: float = DOWNLOAD_TIMEOUT,
-) -> list[str]:
-    """`pip download --no-deps --only-binary=:all:` with the target's pip, in batches.
-
-    One pip run fetches every requirement; when it fails, the batch is split in halves so
-    that a few unavailable pins cost a few extra runs, not one run per pin. Returns the
-    requirements that could not be downloaded.
-    """
-    if not requirements:
-        return []
-    argv = [str(python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-    argv += ["--disable-pip-version-check", "-q", "-d", str(dest)]
-    if indexes:
-        argv += ["--index-url", indexes[0]]
-        for extra in indexes[1:]:
-            argv += ["--extra-index-url", extra]
-    try:
-        proc = subprocess.run(
-            [*argv, *requirements], capture_output=True, timeout=timeout, check=False
-        )
-        ok = proc.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    if ok:
-        return []
-    if len(requirements) == 1:
-        return list(requirements)
-    half = len(requirements) // 2
-    return pip_download(
-        python, requirements[:half], dest, indexes=indexes, timeout=timeout
-    ) + pip_download(python, requirements[half:], dest, indexes=indexes, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -389,15 +221,15 @@ def select_vault(
                 )
         return VaultSelection(mode, reasons, [], {}, [], warnings, report)
     selected = [d for d in dists if mode == "all" or reasons[d.canonical_name]]
-    originals = _local_wheels(find_links, recursive=False)
+    originals = local_wheels(find_links, recursive=False)
     cache = pip_cache if pip_cache is not None else default_pip_cache()
-    cached = _local_wheels([cache / "wheels"], recursive=True) if selected else {}
+    cached = local_wheels([cache / "wheels"], recursive=True) if selected else {}
 
     obtained: dict[str, tuple[Path, WheelSource]] = {}
     for dist in selected:
-        candidate = _original_at_hand(dist, originals, cached)
-        if candidate is not None:
-            obtained[dist.canonical_name] = (candidate.path, "original")
+        original = original_at_hand(dist, originals, cached)
+        if original is not None:
+            obtained[dist.canonical_name] = (original, "original")
 
     if download:
         wanted = [
@@ -407,9 +239,8 @@ def select_vault(
         ]
         if wanted:
             work_dir.mkdir(parents=True, exist_ok=True)
-        obtained.update(
-            _fetch_from_indexes(wanted, work_dir, indexes, report, python, session, warnings)
-        )
+        fetched = fetch_from_indexes(wanted, work_dir, indexes, report, python, session, warnings)
+        obtained.update((name, (path, "downloaded")) for name, path in fetched.items())
     to_build = [d for d in selected if d.canonical_name not in obtained]
     return VaultSelection(mode, reasons, selected, obtained, to_build, warnings, report)
 
@@ -588,84 +419,6 @@ def _check(
     return check_index(pins, indexes, tags=tags, session=session)
 
 
-def _original_at_hand(
-    dist: InstalledDist,
-    find_links: Mapping[tuple[str, Version], list[Path]],
-    cached: Mapping[tuple[str, Version], list[Path]],
-) -> _Candidate | None:
-    local = _file_url_path(dist.direct_url_str or "")
-    if (
-        local is not None
-        and local.suffix == ".whl"
-        and local.is_file()
-        and wheel_matches_install(local, dist)
-    ):
-        return _Candidate(local, "original")
-    key = _dist_key(dist)
-    if key is None:
-        return None
-    for path in [*find_links.get(key, []), *cached.get(key, [])]:
-        if wheel_matches_install(path, dist):
-            return _Candidate(path, "original")
-    return None
-
-
-def _fetch_from_indexes(
-    dists: Sequence[InstalledDist],
-    out_dir: Path,
-    indexes: Sequence[str],
-    report: IndexReport | None,
-    python: Path | None,
-    session: requests.Session | None,
-    warnings: list[str],
-) -> dict[str, tuple[Path, WheelSource]]:
-    """Download the original wheels of index-served dists; keep those matching the install."""
-    import requests
-
-    fetched: dict[str, tuple[Path, WheelSource]] = {}
-    if not dists:
-        return fetched
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=out_dir) as tmp:
-        staging = Path(tmp)
-        remaining: list[InstalledDist] = []
-        http = session or requests.Session()
-        try:
-            for dist in dists:
-                files = report.found.get(dist.canonical_name, []) if report else []
-                item = _preferred_index_wheel(dist, files)
-                if item is None:
-                    remaining.append(dist)
-                    continue
-                try:
-                    _download(item, staging, http, DOWNLOAD_TIMEOUT)
-                except (requests.RequestException, OSError, VaultError) as exc:
-                    warnings.append(f"{dist.name}: download failed, will rebuild: {exc}")
-                    remaining.append(dist)
-        finally:
-            if session is None:
-                http.close()
-        if remaining and python is not None:
-            pip_download(
-                python, [f"{d.name}=={d.version}" for d in remaining], staging, indexes=indexes
-            )
-        downloaded = _local_wheels([staging], recursive=False)
-        for dist in dists:
-            key = _dist_key(dist)
-            for path in downloaded.get(key, []) if key else []:
-                if wheel_matches_install(path, dist):
-                    target = out_dir / path.name
-                    os.replace(path, target)
-                    fetched[dist.canonical_name] = (target, "downloaded")
-                    break
-            else:
-                if key in downloaded:
-                    warnings.append(
-                        f"{dist.name} {dist.version}: the index's wheel differs from the "
-                        "installed files; rebuilt from RECORD instead"
-                    )
-    return fetched
-
-
 def _build_editable(
     dist: InstalledDist,
     out_dir: Path,
@@ -673,7 +426,7 @@ def _build_editable(
     scheme: SchemePaths | None,
     source_date_epoch: int | None,
 ) -> BuiltWheel:
-    source = _file_url_path(dist.direct_url_str or "")
+    source = file_url_path(dist.direct_url_str or "")
     if source is None:
         raise VaultError(f"{dist.dist_info}: editable install without a file:// source")
     interpreter = (

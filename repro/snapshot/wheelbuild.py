@@ -1,5 +1,9 @@
 """Rebuild a wheel from an installed distribution's files, verified against RECORD.
 
+Over 400 lines for a reason: it is one reversal of an install whose steps (the scheme
+layout, each member's place in the wheel, patched files, the new RECORD, the
+deterministic zip) share the same private layout and member records.
+
 This reverses what an installer (pip, uv, pypa/installer) did when it unpacked the wheel:
 
 - files under site-packages go back to the wheel root (or `.data/purelib|platlib` when
@@ -27,7 +31,6 @@ import csv
 import hashlib
 import io
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -51,6 +54,7 @@ from repro.snapshot.installed import (
 )
 from repro.snapshot.record import RecordEntry, join_record_path
 from repro.snapshot.scan import link_outside
+from repro.snapshot.scripts import restore_shebang
 from repro.snapshot.zipstream import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
@@ -176,41 +180,6 @@ def console_script_names(dist_info: Path) -> frozenset[str]:
         if parser.has_section(section):
             names.update(parser.options(section))
     return frozenset(names)
-
-
-_TRAMPOLINE = re.compile(
-    rb"\A#!/bin/sh\n'''exec' (\"[^\"]*\"|'[^']*'|\S+) \"\$0\" \"\$@\"\n' '''\n"
-)
-
-
-def restore_shebang(content: bytes, scripts_dir: Path) -> bytes:
-    """Undo an installer's `#!python` rewrite: point the script back at `#!python`.
-
-    Installers replace a first line starting with `#!python` by `#!<interpreter>` (pip,
-    uv) or by a /bin/sh trampoline when the path is long or has spaces (installer). Only
-    interpreters inside the environment's own scripts directory are taken back; any other
-    shebang (`#!/usr/bin/env python3`) was in the wheel as it is.
-    """
-    match = _TRAMPOLINE.match(content)
-    if match is not None:
-        interpreter = match.group(1).strip(b"\"'")
-        rest = content[match.end() :]
-    else:
-        if not content.startswith(b"#!"):
-            return content
-        first, newline, rest = content.partition(b"\n")
-        if not newline:
-            return content
-        interpreter = first[2:].strip()
-        if b" " in interpreter:
-            return content
-    path = Path(os.fsdecode(interpreter))
-    name = path.name
-    if os.path.normpath(path.parent) != os.path.normpath(scripts_dir):
-        return content
-    if not (name.startswith("python") or name.startswith("pypy")):
-        return content
-    return b"#!python\n" + rest
 
 
 def _within(path: str, base: str) -> str | None:

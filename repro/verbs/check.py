@@ -13,16 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from repro.archive.core import detect_compression, iter_members_at
-from repro.bundle.manifest import (
-    MANIFEST_NAME,
-    SIGNATURE_SUFFIX,
-    CheckReport,
-    ProgressSink,
-    compare_digests,
-    parse_manifest,
-    verify_directory,
-)
+from repro.archive.common import detect_compression
+from repro.archive.reader import iter_members_at
+from repro.bundle.manifest import MANIFEST_NAME, SIGNATURE_SUFFIX, ProgressSink, parse_manifest
+from repro.bundle.manifestcheck import CheckReport, compare_digests
+from repro.bundle.manifesttree import verify_directory
 from repro.bundle.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.bundle.stream import is_url, open_archive
 from repro.errors import ArchiveError, InputError, SignatureError

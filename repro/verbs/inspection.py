@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from repro.archive.core import iter_members
+from repro.archive.reader import iter_members
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
 from repro.bundle.manifest import MANIFEST_NAME, parse_manifest

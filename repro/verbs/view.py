@@ -18,7 +18,7 @@ from typing import BinaryIO, Literal
 
 from packaging.utils import canonicalize_name
 
-from repro.archive.core import iter_members
+from repro.archive.reader import iter_members
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info
 from repro.bundle.layout import (
@@ -31,13 +31,9 @@ from repro.bundle.layout import (
     SERVICES,
     VAULT_TOML,
 )
-from repro.bundle.manifest import (
-    MANIFEST_NAME,
-    CheckReport,
-    compare_digests,
-    parse_manifest,
-    scan_tree,
-)
+from repro.bundle.manifest import MANIFEST_NAME, parse_manifest
+from repro.bundle.manifestcheck import CheckReport, compare_digests
+from repro.bundle.manifesttree import scan_tree
 from repro.bundle.patchset import PatchEntry, PatchSet, load_patchset
 from repro.bundle.stream import open_archive
 from repro.bundle.vault import VaultEntry, load_vault
