@@ -30,7 +30,10 @@ WHEELS = "env/wheels"
 
 # -- patches/: the hand patches to site-packages ---------------------------------------
 PATCHES = "patches"
-PATCHES_TOML = "patches/patches.toml"
+# A patch set directory (patches/ of a bundle or of a workspace) holds this file beside
+# full/ and diffs/; patches.toml names its files relative to the directory.
+PATCHSET_FILE = "patches.toml"
+PATCHES_TOML = f"{PATCHES}/{PATCHSET_FILE}"
 PATCHES_FULL = "patches/full"
 PATCHES_DIFFS = "patches/diffs"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.bundle import layout
 from repro.bundle.patchset import load_patchset
 from repro.errors import ReproError, UsageError
 from repro.install.patching import apply_patches
@@ -94,7 +95,7 @@ class DemoReport:
 
 def shipped_patch_set() -> Path:
     path = Path(__file__).resolve().parents[2] / "patches" / PATCH_SET
-    if not (path / "patches.toml").is_file():
+    if not (path / layout.PATCHSET_FILE).is_file():
         raise ReproError(
             f"{path}: the demo's patch set is missing",
             hint="run the demo from a checkout of the repro repository",
@@ -129,7 +130,7 @@ def workspace_dir(root: Path, *, with_torch: bool | None) -> Path:
     """Where the cached example workspace of this recipe lives under `root`."""
     recipe = hashlib.sha256(
         json.dumps([PACKAGES, TORCH, with_torch, sys.version_info[:2]]).encode()
-        + (shipped_patch_set() / "patches.toml").read_bytes()
+        + (shipped_patch_set() / layout.PATCHSET_FILE).read_bytes()
     ).hexdigest()[:16]
     return root / f"dflash-{recipe}"
 
@@ -158,7 +159,7 @@ def build_workspace(root: Path, *, with_torch: bool | None) -> tuple[Path, bool]
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as state:
         apply_patches(
-            load_patchset((patch_dir / "patches.toml").read_bytes(), source=str(patch_dir)),
+            load_patchset((patch_dir / layout.PATCHSET_FILE).read_bytes(), source=str(patch_dir)),
             patch_dir,
             site,
             python=python,
@@ -196,7 +197,7 @@ def _tamper(bundle: Path, copy: Path) -> str:
         raise ReproError(f"{bundle}: cannot find REPRODUCE.md's text to tamper with")
     data[at] ^= 0x20
     copy.write_bytes(bytes(data))
-    return "REPRODUCE.md"
+    return layout.REPRODUCE
 
 
 def open_workdir(workdir: Path | None) -> tuple[Path, bool]:
