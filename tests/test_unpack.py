@@ -697,6 +697,7 @@ def test_a_full_disk_mid_step_is_an_install_error_naming_the_step(
     a TEST DOUBLE of `create_venv` raises ENOSPC as Python does on a full disk; the
     report write fails for real (its path is a directory)."""
     from repro.errors import InstallError
+    from repro.install import stages
     from repro.install import unpack as unpack_module
 
     target = tmp_path / "t"
@@ -705,7 +706,7 @@ def test_a_full_disk_mid_step_is_an_install_error_naming_the_step(
     def full_disk(python: Path, venv: Path, installer: str) -> None:  # TEST DOUBLE
         raise OSError(errno.ENOSPC, "No space left on device", str(venv / "bin" / "python"))
 
-    monkeypatch.setattr(unpack_module, "create_venv", full_disk)
+    monkeypatch.setattr(stages, "create_venv", full_disk)
     options = unpack_module.UnpackOptions(
         bundle=str(bundles.all_wheels), target=target, cpu=True, offline=True, smoke=False
     )

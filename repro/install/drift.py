@@ -15,6 +15,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from repro.bundle import layout
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
@@ -69,7 +70,7 @@ def kept_bundle(target: Path) -> Path:
 
 def target_info(target: Path) -> tuple[UnpackState, BundleInfo]:
     state = load_state(target)
-    toml = kept_bundle(target) / "bundle.toml"
+    toml = layout.at(kept_bundle(target), layout.BUNDLE_TOML)
     if state is None or not toml.is_file():
         raise InputError(
             f"{target}: not an unpacked repro target (no {STATE_DIR}/state.toml and bundle)",
@@ -82,7 +83,7 @@ def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]
     interpreter = venv_dir(target, info) / "bin" / "python"
     if not interpreter.exists():
         return [Drift("venv", str(interpreter), "the rebuilt interpreter", "missing")]
-    lock = read_requirements_lock(bundle / "env" / "requirements.lock")
+    lock = read_requirements_lock(layout.at(bundle, layout.REQUIREMENTS_LOCK))
     wanted: dict[str, str] = {canonicalize_name(pin.name): pin.version for pin in lock.pins}
     diff = compare_installed(wanted, read_installed(interpreter))
     out = [Drift("distribution", name, wanted[name], "not installed") for name in diff.missing]
@@ -92,7 +93,7 @@ def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]
 
 
 def _patch_entries(bundle: Path) -> list[PatchEntry]:
-    path = bundle / "patches" / "patches.toml"
+    path = layout.at(bundle, layout.PATCHES_TOML)
     return list(load_patchset(path.read_bytes(), source=str(path)).entries)
 
 

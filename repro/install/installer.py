@@ -10,7 +10,7 @@ without site processing: repro.install.targetsite) and compared with the lock.
 
 Both installers start the new venv's interpreter with site processing (uv to query
 it, pip-sync to run pip in it): `unpack --no-exec` lets them do so only while its
-site-packages holds no startup file the bundle put there (repro.install.unpack).
+site-packages holds no startup file the bundle put there (repro.install.stages).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle import layout
 from repro.dropin import required_names, unset_names
 from repro.errors import InstallError
 from repro.install.atomic import atomic_write
@@ -78,7 +79,7 @@ def required_secrets(bundle: Path, target: Path) -> list[RequiredSecret]:
     """Each credential the bundle's units read from an environment file, and whether
     the rendered file under TARGET/services gives it a value."""
     found: list[RequiredSecret] = []
-    for env_dir in sorted((bundle / "services").glob("*.d")):
+    for env_dir in sorted(layout.at(bundle, layout.SERVICES).glob("*.d")):
         unit = env_dir.name.removesuffix(".d")
         for env_file in sorted(p for p in env_dir.iterdir() if p.is_file()):
             names = required_names(env_file.read_text(encoding="utf-8"))
@@ -108,20 +109,20 @@ _ALIAS_LINE = re.compile(r"^\s*(Alias|DefaultInstance)\s*=\s*(?P<value>.*)$", re
 def check_units(bundle: Path, *, where: str) -> list[str]:
     """The bundle's unit names, each checked: a plain systemd name, and no [Install]
     Alias=/DefaultInstance= that would install it under another name."""
-    source = bundle / "services"
+    source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
     names: list[str] = []
     for unit in sorted(p for p in source.iterdir() if p.is_file()):
-        validate_unit_name(unit.name, source=f"{where}: services/{unit.name}")
+        validate_unit_name(unit.name, source=f"{where}: {layout.unit(unit.name)}")
         try:
             text = unit.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InstallError(f"{where}: services/{unit.name}: cannot read: {exc}") from exc
+            raise InstallError(f"{where}: {layout.unit(unit.name)}: cannot read: {exc}") from exc
         alias = _ALIAS_LINE.search(text)
         if alias is not None:
             raise InstallError(
-                f"{where}: services/{unit.name} would also be installed as "
+                f"{where}: {layout.unit(unit.name)} would also be installed as "
                 f"{alias.group('value').strip()!r} ({alias.group(1)}=)",
                 hint="a bundle's units are installed under their own names only; "
                 "remove the line and pack again",
@@ -133,7 +134,7 @@ def check_units(bundle: Path, *, where: str) -> list[str]:
 def render_units(
     bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
 ) -> list[RenderedUnit]:
-    source = bundle / "services"
+    source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
     out_dir = target / "services"

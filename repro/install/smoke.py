@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from repro.bundle.info import BundleInfo
 from repro.dropin import dropin_member, read_values, required_names
-from repro.ladder import LaunchSpec, RungResult, RungStatus, registry, run_ladder
+from repro.ladder import LadderReport, LaunchSpec, RungResult, RungStatus, registry, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    """The ladder's outcome, as the unpack report's "smoke" section."""
+
+    passed: bool
+    summary: str  # what ran and what did not (`verdict`)
+    ladder: LadderReport
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "summary": self.summary, "ladder": self.ladder.to_json()}
+
 
 # interpreter, the kept bundle directory, its bundle.toml, and the target's values of
 # ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS}
-SmokeStep = Callable[[Path, Path, BundleInfo, Mapping[str, str]], dict[str, Any]]
+SmokeStep = Callable[[Path, Path, BundleInfo, Mapping[str, str]], SmokeResult]
 
 
 def verdict(results: Sequence[RungResult]) -> str:
@@ -70,7 +83,7 @@ def ladder_step(
 
     def step(
         interpreter: Path, bundle_dir: Path, info: BundleInfo, variables: Mapping[str, str]
-    ) -> dict[str, Any]:
+    ) -> SmokeResult:
         spec = spec_from_bundle_dir(
             bundle_dir, interpreter, cpu=cpu, log_dir=log_dir, variables=variables
         )
@@ -78,6 +91,6 @@ def ladder_step(
             launch = with_unit_credentials(spec.launch, info, Path(variables["REPRO_HOME"]))
             spec = replace(spec, launch=launch)
         report = run_ladder(spec, on_rung=on_rung)
-        return {"passed": report.ok, "summary": verdict(report.results), "ladder": report.to_json()}
+        return SmokeResult(passed=report.ok, summary=verdict(report.results), ladder=report)
 
     return step

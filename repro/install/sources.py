@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from repro.bundle import layout
 from repro.errors import BundleFormatError
 from repro.snapshot.lock import LockFile, LockOption
 
 PYPI = "https://pypi.org/simple"
-LOCK_MEMBER = "env/requirements.lock"
 # What pip and uv would expand or split on, and what no index URL needs.
 _UNSAFE = re.compile(r"[\s$`\"'\\<>{}|^\x00-\x1f\x7f]")
 
@@ -77,7 +77,7 @@ def check_lock_options(lock: LockFile, where: str) -> None:
     bad = [(option, why) for option in lock.options if (why := _problem(option.value))]
     if bad:
         raise BundleFormatError(
-            f"{where}: {LOCK_MEMBER} names package sources repro will not use:\n"
+            f"{where}: {layout.REQUIREMENTS_LOCK} names package sources repro will not use:\n"
             + "\n".join(_describe(option, why) for option, why in bad),
             hint="the bundle was changed after packing, or packed against such an index; "
             "repack it with https indexes (or use the vault: pack --wheels all, unpack --offline)",

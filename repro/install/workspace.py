@@ -14,14 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle import layout
 from repro.bundle.info import BundleInfo
 from repro.errors import PatchConflictError, UsageError
 from repro.hashing import sha256_file
 from repro.install.atomic import atomic_write
 from repro.install.state import STATE_DIR
-
-FILES_DIR = "files"
-MODELS_DIR = "models"
 
 
 def venv_dir(target: Path, info: BundleInfo) -> Path:
@@ -55,21 +53,21 @@ class RestoredFile:
 def plan_restore(bundle: Path, info: BundleInfo) -> list[RestoredFile]:
     """Every workspace file the bundle carries and where it goes under the target."""
     planned: dict[str, RestoredFile] = {}
-    files = bundle / FILES_DIR
+    files = layout.at(bundle, layout.FILES)
     if files.is_dir():
         for path in sorted(p for p in files.rglob("*") if p.is_file()):
             rel = path.relative_to(files).as_posix()
-            planned[rel] = _restored(path, f"{FILES_DIR}/{rel}", rel)
+            planned[rel] = _restored(path, layout.carried_file(rel), rel)
     for model in info.models:
         if not model.in_workspace or model.local_path is None:
             continue  # outside the workspace: found through --models or its path
-        carried = bundle / MODELS_DIR / model.name
+        carried = layout.at(bundle, layout.MODELS) / model.name
         if not carried.is_dir():
             continue
         for path in sorted(p for p in carried.rglob("*") if p.is_file()):
             inner = path.relative_to(carried).as_posix()
             rel = inner if model.local_path == "." else f"{model.local_path}/{inner}"
-            planned[rel] = _restored(path, f"{MODELS_DIR}/{model.name}/{inner}", rel)
+            planned[rel] = _restored(path, layout.model_file(model.name, inner), rel)
     venv = info.workspace.venv
     clashing = [rel for rel in planned if venv != "." and (rel + "/").startswith(venv + "/")]
     if clashing:

@@ -32,6 +32,7 @@ from repro.errors import ReproError, UsageError
 from repro.install.patching import apply_patches
 from repro.install.smoke import ladder_step
 from repro.install.unpack import UnpackOptions, unpack
+from repro.ladder import RungStatus
 from repro.snapshot.pack import PackOptions, default_cache_dir, pack
 from repro.verbs.check import CheckOptions, check_target
 
@@ -333,8 +334,9 @@ def _round_trip(
         )
         steps = ", ".join(s.name for s in result.steps if s.status == "done")
         passed = []
-        if result.smoke:
-            passed = [r["name"] for r in result.smoke["ladder"]["rungs"] if r["status"] == "pass"]
+        if result.smoke is not None:
+            rungs = result.smoke.ladder.results
+            passed = [r.name for r in rungs if r.status is RungStatus.PASS]
         return (
             f"rebuilt offline at another path ({target}): {steps}; "
             f"smoke rungs passed: {', '.join(passed) or 'none'}"

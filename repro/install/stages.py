@@ -1,0 +1,356 @@
+"""Unpack's stages after the bundle verified, each a function of frozen inputs.
+
+preflight -> (dry run: plan) -> venv -> install -> patch -> workspace -> units ->
+models -> ladder. Each stage returns what it did as a frozen `StageResult` (or, the
+preflight, its report); `repro.install.unpack` runs them in order under the target's
+lock and records each (repro.install.report). A stage tells its caller what it is
+doing through `StageInputs.events`; it never touches the report or state.toml.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.bundle import layout
+from repro.bundle.info import BundleInfo
+from repro.bundle.patchset import load_patchset
+from repro.errors import InstallError, PreflightError, SmokeError
+from repro.hashing import sha256_file
+from repro.install.contents import custom_vault_wheels, pack_facts, vault_hashes, vault_wheel_files
+from repro.install.drift import patched_state
+from repro.install.installer import (
+    Installer,
+    InstallPlan,
+    create_venv,
+    install_lock,
+    verify_installed,
+)
+from repro.install.models import check_models
+from repro.install.options import Events, UnpackOptions
+from repro.install.patching import apply_patches
+from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
+from repro.install.report import REPORT, StageResult
+from repro.install.services import RenderedUnit, check_units, render_units
+from repro.install.smoke import SmokeStep
+from repro.install.sources import package_sources
+from repro.install.state import STATE_DIR, STEPS, UnpackState
+from repro.install.targetsite import site_packages_of, startup_files
+from repro.install.unitinstall import (
+    install_unit_files,
+    place_units,
+    refuse_conflicts,
+    reload_systemd,
+)
+from repro.install.workspace import models_dir, path_values, plan_restore, restore_workspace
+from repro.snapshot.lock import read_requirements_lock
+from repro.snapshot.services import render_unit
+
+NO_EXEC_SMOKE = (
+    "--no-exec: no rung runs (each starts the rebuilt interpreter, which runs the .pth "
+    "files of its site-packages)"
+)
+
+
+# --- before the target is written: preflight and the dry run ---------------------------
+
+
+def preflight_inputs(
+    bundle_dir: Path, info: BundleInfo, options: UnpackOptions, target: Path
+) -> PreflightInputs:
+    lock = read_requirements_lock(layout.at(bundle_dir, layout.REQUIREMENTS_LOCK))
+    vault_bytes = sum(p.stat().st_size for p in vault_wheel_files(bundle_dir))
+    return PreflightInputs(
+        python_version=info.source.python,
+        torch_arch_list=info.source.torch_arch_list,
+        torch_cuda=info.source.torch_cuda,
+        distributions=frozenset(pin.name for pin in lock.pins),
+        vault_wheels=tuple(
+            layout.at(bundle_dir, layout.wheel(name)) for name in custom_vault_wheels(bundle_dir)
+        ),
+        install_bytes=pack_facts(bundle_dir).installed_bytes + vault_bytes,
+        target=target,
+        cpu=options.cpu,
+        python=options.python,
+    )
+
+
+def preflight(
+    bundle_dir: Path, info: BundleInfo, options: UnpackOptions, target: Path, events: Events
+) -> PreflightReport:
+    """Every check on this box (failures as warnings under --force), each told to
+    `events`; a failed one stops the run before anything is written. So does a unit
+    name the box already uses, under --install-units."""
+    report = run_preflight(preflight_inputs(bundle_dir, info, options, target))
+    if options.force:
+        report = report.forced()
+    for check in report.checks:
+        events(f"preflight {check.name}", check.status, check.detail)
+    if report.failed:
+        raise PreflightError(
+            f"preflight failed for {info.top_dir}; nothing was installed:\n"
+            + describe(report.failed),
+            hint="fix the listed problems, or pass --force to go on anyway",
+        )
+    if options.install_units and not options.no_exec:
+        names = check_units(bundle_dir, where=info.top_dir)
+        refuse_conflicts(place_units(names, options.units_dir), force=options.force)
+    return report
+
+
+def pending(state: UnpackState, options: UnpackOptions) -> tuple[str, ...]:
+    """The steps a real run would do now: those not done in an earlier run (the ladder
+    only when it would run: --no-smoke never marks it done)."""
+    steps = [step for step in STEPS if step != "verify" and not state.is_done(step)]
+    return tuple(step for step in steps if step != "smoke" or options.smoke)
+
+
+def plan(bundle_dir: Path, venv: Path, options: UnpackOptions) -> str:
+    """--dry-run: what a real run would do, in one sentence."""
+    lock = read_requirements_lock(layout.at(bundle_dir, layout.REQUIREMENTS_LOCK))
+    wheels = vault_wheel_files(bundle_dir)
+    patches = load_patchset(
+        layout.at(bundle_dir, layout.PATCHES_TOML).read_bytes(), source=layout.PATCHES_TOML
+    )
+    services = layout.at(bundle_dir, layout.SERVICES)
+    units = sorted(p.name for p in services.glob("*") if p.is_file())
+    mode = "offline, from the vault" if options.offline else "from the bundle's indexes"
+    return (
+        f"would create a venv at {venv} and install {len(lock.pins)} distributions "
+        f"({mode}; {len(wheels)} vault wheels), apply {len(patches.entries)} patched files, "
+        f"render {len(units)} unit(s)"
+    )
+
+
+# --- the stages that write the target --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageInputs:
+    """What the stages after the preflight read: all fixed before the first runs."""
+
+    options: UnpackOptions
+    info: BundleInfo
+    target: Path
+    kept: Path  # the verified bundle, kept in the target
+    venv: Path
+    python: Path | None  # the interpreter the preflight chose for the venv
+    installer: Installer
+    events: Events
+    ladder: SmokeStep | None = None
+
+    @property
+    def interpreter(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+def make_venv(inputs: StageInputs) -> StageResult:
+    """A fresh venv; what its own seeding put in site-packages is recorded, the
+    baseline a --no-exec rerun of the install step compares with."""
+    assert inputs.python is not None
+    venv = inputs.venv
+    if inputs.options.no_exec:
+        _refuse_startup_files(venv, seeded=(), before="creating the venv")
+    create_venv(inputs.python, venv, inputs.installer)
+    seeded = startup_files(venv)
+    return StageResult(
+        f"fresh venv at {venv} ({inputs.installer})",
+        {"installer": inputs.installer, "startup_files": seeded},
+    )
+
+
+def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
+    """Exactly the bundle's lock, from the sources repro chose (never the lock's own
+    option lines), then the installed set read back and compared with the lock.
+    `seeded`: the venv stage's startup files."""
+    kept, options = inputs.kept, inputs.options
+    if options.no_exec:
+        _refuse_startup_files(inputs.venv, seeded=seeded, before="running the installer")
+    lock_path = layout.at(kept, layout.REQUIREMENTS_LOCK)
+    lock = read_requirements_lock(lock_path)
+    sources = package_sources(
+        lock, vault=layout.at(kept, layout.WHEELS), offline=options.offline, where=str(kept)
+    )
+    inputs.events("install", "sources", sources.describe())
+    install_plan = InstallPlan(
+        lock=lock_path,
+        wheels=sources.vault,
+        indexes=(sources.index_url,) if sources.index_url else (),
+        extra_indexes=sources.extra_index_urls,
+        find_links=sources.find_links,
+        offline=sources.offline,
+        vault_hashes=vault_hashes(kept) if sources.vault is not None else {},
+        binary_only=options.no_exec,
+    )
+    install_lock(inputs.interpreter, install_plan, inputs.installer)
+    pins = {pin.name: pin.version for pin in lock.pins}
+    verify_installed(inputs.interpreter, pins)
+    detail = f"{len(pins)} distributions installed at the pinned versions"
+    unmet = pack_facts(kept).unmet
+    if unmet:
+        detail += (
+            f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
+            f"({layout.PACK_REPORT})"
+        )
+    return StageResult(detail, {"distributions": len(pins)})
+
+
+def patch(inputs: StageInputs) -> StageResult:
+    """The hand patches, all or none; what each patched file is now is recorded."""
+    kept = inputs.kept
+    patchset = load_patchset(
+        layout.at(kept, layout.PATCHES_TOML).read_bytes(), source=layout.PATCHES_TOML
+    )
+    site = site_packages_of(inputs.interpreter)
+    result = apply_patches(
+        patchset,
+        layout.at(kept, layout.PATCHES),
+        site,
+        python=inputs.interpreter,
+        state_dir=inputs.target / STATE_DIR,
+    )
+    return StageResult(
+        f"{len(result.written)} written, {len(result.deleted)} deleted, "
+        f"{len(result.skipped)} already applied, {len(result.via_diff)} through diffs",
+        {"files": patched_state(site, kept, inputs.options.jobs)},
+        patches=result,
+    )
+
+
+def workspace(inputs: StageInputs) -> StageResult:
+    """The workspace's files and model configs, each at its place under the target."""
+    target = inputs.target
+    planned = plan_restore(inputs.kept, inputs.info)
+    written, present = restore_workspace(inputs.kept, target, planned, force=inputs.options.force)
+    return StageResult(
+        f"{len(written)} workspace file(s) restored under {target}"
+        + (f", {len(present)} already there" if present else ""),
+        {"files": {item.rel: item.sha256 for item in planned}},
+    )
+
+
+def units(inputs: StageInputs) -> StageResult:
+    """The units rendered into TARGET/services; with --install-units also installed,
+    each command printed first (--no-exec: printed only)."""
+    target, options = inputs.target, inputs.options
+    rendered = render_units(
+        inputs.kept,
+        target,
+        venv=inputs.venv,
+        home=target,
+        models=models_dir(target, options.models),
+    )
+    detail = f"{len(rendered)} unit(s) rendered into {target / 'services'}"
+    installed: Mapping[str, object] = {}
+    would_run: tuple[str, ...] = ()
+    if (options.install_units or options.no_exec) and rendered:
+        suffix, installed, would_run = _install_or_show_units(inputs, rendered)
+        detail += suffix
+    return StageResult(
+        detail,
+        {
+            "units": [u.name for u in rendered],
+            "rendered": {
+                u.path.relative_to(target).as_posix(): sha256_file(u.path) for u in rendered
+            },
+            **installed,
+        },
+        would_run=would_run,
+    )
+
+
+def _install_or_show_units(
+    inputs: StageInputs, rendered: Sequence[RenderedUnit]
+) -> tuple[str, Mapping[str, object], tuple[str, ...]]:
+    """--install-units: print each unit's every command, then install them (a unit
+    repro did not install is replaced only with --force, and backed up). --no-exec:
+    the same lines, as would_run, and nothing installed. The step's detail suffix,
+    its facts and the lines not run."""
+    options, events = inputs.options, inputs.events
+    placements = place_units([u.name for u in rendered], options.units_dir)
+    label = "would run" if options.no_exec else "will run"
+    shown: list[str] = []
+    for unit, placement in zip(rendered, placements, strict=True):
+        lines = [
+            f"install {unit.path} as {placement.dest} ({placement.describe()})",
+            *unit.command_lines(),
+        ]
+        for line in lines:
+            shown.append(line)
+            events("services", label, line)
+    if options.no_exec:
+        return "; --no-exec: not installed", {}, tuple(shown)
+    installed = install_unit_files(
+        placements, [u.path.read_bytes() for u in rendered], force=options.force
+    )
+    reload_systemd(options.units_dir)
+    backups = {str(i.dest): str(i.backup) for i in installed if i.backup is not None}
+    facts = {"installed": [str(i.dest) for i in installed], "backups": backups}
+    for dest, backup in backups.items():
+        events("services", "backed up", f"{dest} to {backup} (--force)")
+    suffix = f"; installed {', '.join(str(i.dest) for i in installed)}" + "".join(
+        f"; {dest} was backed up to {backup}" for dest, backup in backups.items()
+    )
+    return suffix, facts, ()
+
+
+def models(inputs: StageInputs) -> StageResult:
+    """Where each model the bundle references is on this box (read only)."""
+    checks = tuple(check_models(inputs.info.models, inputs.options.models, home=inputs.target))
+    summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
+    return StageResult(summary, models=checks)
+
+
+def ladder(inputs: StageInputs) -> StageResult:
+    """The smoke ladder in the rebuilt environment; under --no-exec its launch lines
+    are printed and no rung runs. A failed ladder is the result's failure."""
+    options, events, target = inputs.options, inputs.events, inputs.target
+    values = path_values(target, inputs.info, options.models)
+    lines = tuple(launch_lines(inputs.info, values))
+    for line in lines:
+        if options.no_exec:
+            events("smoke server", "would run", line)
+        elif options.smoke and inputs.ladder is not None:
+            events("smoke server", "will run", line)
+    if options.no_exec:
+        return StageResult(NO_EXEC_SMOKE, status="skipped", would_run=lines)
+    if not options.smoke or inputs.ladder is None:
+        reason = "--no-smoke" if not options.smoke else "no ladder available"
+        return StageResult(reason, status="skipped")
+    smoke = inputs.ladder(inputs.interpreter, inputs.kept, inputs.info, values)
+    if smoke.passed:
+        return StageResult(smoke.summary, smoke=smoke)
+    failure = SmokeError(
+        f"the smoke ladder failed in {target}: {smoke.summary}",
+        hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
+    )
+    return StageResult(smoke.summary, smoke=smoke, failure=failure)
+
+
+def launch_lines(info: BundleInfo, values: Mapping[str, str]) -> list[str]:
+    """The bundle's server launch commands with the target's paths filled in, exactly as
+    the server rung would run them (it runs the first)."""
+    lines = []
+    for command in info.launch.commands:
+        argv = command.argv if command.argv else ("/bin/sh", "-c", command.shell or "")
+        filled = [render_unit(arg, dict(values)) for arg in argv]
+        lines.append(f"server {command.name} (port {command.port}): {shlex.join(filled)}")
+    return lines
+
+
+def _refuse_startup_files(venv: Path, *, seeded: Sequence[str], before: str) -> None:
+    """--no-exec: the installer (and `python -m venv` on an existing directory) starts
+    the venv's interpreter with site processing, which runs every .pth file and
+    sitecustomize in its site-packages. Any there that the venv's own seeding did not
+    make came from an earlier, interrupted run of this bundle's install: refuse."""
+    found = [name for name in startup_files(venv) if name not in seeded]
+    if found:
+        raise InstallError(
+            f"{venv}: refusing under --no-exec before {before}: its site-packages holds "
+            "startup files an earlier, interrupted install put there, which the installer "
+            "would run when it starts the interpreter:\n"
+            + "\n".join(f"  - {venv / name}" for name in found),
+            hint=f"remove {venv} and unpack again, or run without --no-exec",
+        )
