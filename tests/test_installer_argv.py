@@ -242,6 +242,11 @@ REDIRECTING = {
     "PIP_USER": "1",
     "PIP_ONLY_BINARY": ":none:",
     "PIP_NO_BINARY": ":all:",
+    "UV_NO_VERIFY_HASHES": "1",
+    "UV_INSECURE_HOST": "evil.example",
+    "UV_NO_BUILD_ISOLATION": "1",
+    "PIP_TRUSTED_HOST": "evil.example",
+    "PIP_NO_BUILD_ISOLATION": "0",
 }
 # The caller's settings that stay: caches, proxies, certificates.
 KEPT = {

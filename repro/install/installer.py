@@ -196,7 +196,7 @@ def _source_args(plan: InstallPlan) -> list[str]:
 
 
 # What would redirect where packages come from, what gets installed, or into which
-# environment. The rest of the caller's settings stay: UV_CACHE_DIR, XDG_CACHE_HOME,
+# environment, or weaken how what is installed is checked. The rest of the caller's settings stay: UV_CACHE_DIR, XDG_CACHE_HOME,
 # PIP_CACHE_DIR, proxies, certificates, timeouts, concurrency.
 REDIRECTING_ENV = frozenset(
     {
@@ -210,6 +210,10 @@ REDIRECTING_ENV = frozenset(
         "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
         "PIP_CONFIG_FILE", "PIP_CONSTRAINT", "PIP_REQUIREMENT", "PIP_PRE", "PIP_ONLY_BINARY",
         "PIP_NO_BINARY", "PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER",
+        # what would weaken the checks: hashes not verified, TLS not verified for a
+        # host, builds that see the caller's packages
+        "UV_NO_VERIFY_HASHES", "UV_INSECURE_HOST", "UV_NO_BUILD_ISOLATION",
+        "PIP_TRUSTED_HOST", "PIP_NO_BUILD_ISOLATION",
     }
 )  # fmt: skip
 
