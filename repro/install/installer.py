@@ -196,8 +196,9 @@ def _source_args(plan: InstallPlan) -> list[str]:
 
 
 # What would redirect where packages come from, what gets installed, or into which
-# environment, or weaken how what is installed is checked. The rest of the caller's settings stay: UV_CACHE_DIR, XDG_CACHE_HOME,
-# PIP_CACHE_DIR, proxies, certificates, timeouts, concurrency.
+# environment, or weaken how what is installed is checked. The rest of the caller's
+# settings stay: UV_CACHE_DIR, XDG_CACHE_HOME, PIP_CACHE_DIR, proxies, certificates,
+# timeouts, concurrency.
 REDIRECTING_ENV = frozenset(
     {
         "VIRTUAL_ENV",
