@@ -304,7 +304,7 @@ def test_no_progress_bar_without_terminal() -> None:
         ("empty.sha256", b"", TargetKind.MANIFEST),
         ("notes.txt", b"just some text\n", TargetKind.ARCHIVE),
         ("bundle.tar.zst", b"", TargetKind.ARCHIVE),
-        ("noext", gzip.compress(b"x"), TargetKind.ARCHIVE),
+        ("noext", gzip.compress(b"x", mtime=0), TargetKind.ARCHIVE),
         ("noext2", b"\x28\xb5\x2f\xfd" + b"\0" * 10, TargetKind.ARCHIVE),
     ],
 )
