@@ -1,7 +1,7 @@
 """`repro pack`: snapshot a workspace and its environment into one bundle archive.
 
 Pack is a sequence of stages (repro/snapshot/stages/), each a function from frozen
-inputs to a frozen result; `_pack` below is that sequence. The members are gathered
+inputs to a frozen result; `_pack` below is that sequence. The members are parts
 first and the archive streamed in one pass, hashing every member as it is written,
 with the manifest last. Nothing in SOURCE is written; a failed pack leaves nothing at
 the output path.
@@ -92,7 +92,7 @@ def _pack(
         )
         patched = scanning.patches(start, facts, scanned, temp)
         vaulted = vaulting.plan(start, env, selected, scanned.report, patched.carriers, target, say)
-        gathered = workspace_stage.gather(start, facts, env)
+        parts = workspace_stage.gather(start, facts, env)
         locked = locks.locks(start, probed, env, selected, vaulted)
         assembled = members.assemble(
             start,
@@ -100,7 +100,7 @@ def _pack(
             env,
             target,
             scanned.report,
-            (patched, vaulted, locked, gathered),
+            (patched, vaulted, locked, parts),
             temp=temp,
             say=say,
         )
@@ -108,7 +108,7 @@ def _pack(
         del scanned  # the scan's results (one per installed file) go before the writing
         size = members.write(assembled, target, start, progress=writing, say=say)
         cache.commit()
-    stages = (patched, vaulted, gathered, assembled)
+    stages = (patched, vaulted, parts, assembled)
     return report.result(start.options, target, len(facts.distributions), stages, size)
 
 

@@ -34,7 +34,7 @@ from repro.snapshot.vault import VaultReport
 _PLAIN_WORD = re.compile(r"[\w@%+=:,./${}-]+")
 
 
-def bundle_info(
+def describe_bundle(
     target: Target,
     config: Config,
     facts: EnvironmentFacts,

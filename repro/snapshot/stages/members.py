@@ -29,7 +29,7 @@ from repro.snapshot.patchcollect import CollectedPatch
 from repro.snapshot.reproduce import render_reproduce, render_setup_env
 from repro.snapshot.requirements_check import UnmetRequirement, describe_unmet
 from repro.snapshot.scan import ScanReport
-from repro.snapshot.stages import info as bundle_info
+from repro.snapshot.stages import info as info_stage
 from repro.snapshot.stages.locks import Locks
 from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import SUFFIX, Target
@@ -85,14 +85,14 @@ def assemble(
     _add_workspace(members, workspace, start.options.source)
 
     source_mtime = members.newest_mtime(generated=(temp, start.cache_dir))
-    epoch = source_date_epoch(default=max(source_mtime, bundle_info.record_mtime(facts)))
-    info = bundle_info.bundle_info(
+    epoch = source_date_epoch(default=max(source_mtime, info_stage.record_mtime(facts)))
+    info = info_stage.describe_bundle(
         target, start.config, facts, workspace, start.options.source, epoch
     )
     members.add(layout.BUNDLE_TOML, dump_bundle_info(info))
     # the canonical name, never -o's: the archive's bytes do not depend on -o
     bundle_file = f"{info.top_dir}{SUFFIX[target.compression]}"
-    reproduce = bundle_info.reproduce_facts(
+    reproduce = info_stage.reproduce_facts(
         info, facts, bundle_file, vaulted.report, patched.patches, workspace
     )
     members.add(layout.REPRODUCE, render_reproduce(reproduce).encode())
