@@ -54,6 +54,11 @@ def wheel(filename: str) -> str:
     return f"{WHEELS}/{filename}"
 
 
+def wheel_from_env(filename: str) -> str:
+    """A vault wheel as env/pylock.toml names it: relative to env/, where the lock lies."""
+    return wheel(filename).removeprefix(under(ENV))
+
+
 def tool_wheel(filename: str) -> str:
     """A wheel of repro or one of its dependencies, for setup_env.sh."""
     return f"{TOOL_WHEELS}/{filename}"

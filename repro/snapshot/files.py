@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from repro.bundle import layout
 from repro.errors import ConfigError
 from repro.redaction import TOKEN_VALUE_BYTES, has_url_credentials
 
@@ -96,7 +97,7 @@ def select_files(
                 refused.append(path)
                 continue
             rel = path.relative_to(source).as_posix()
-            chosen[rel] = CarriedFile(bundle_path=f"files/{rel}", source=path)
+            chosen[rel] = CarriedFile(bundle_path=layout.carried_file(rel), source=path)
     return FileSelection(
         files=tuple(chosen[key] for key in sorted(chosen)),
         refused_secrets=tuple(sorted(set(refused))),

@@ -19,6 +19,7 @@ from typing import Any
 import tomli_w
 
 from repro import __version__, _toml
+from repro.bundle import layout
 from repro.errors import InputError, ProbeError, PylockError
 from repro.redaction import scrub_text
 from repro.snapshot.environment import EnvironmentFacts, normalize_name
@@ -240,7 +241,7 @@ def render_pylock(
         tool["unlisted"] = unlisted
     document["tool"] = {"repro": tool}
     text = tomli_w.dumps(document)
-    check_pylock(text, "env/pylock.toml")
+    check_pylock(text, layout.PYLOCK)
     return text
 
 

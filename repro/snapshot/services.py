@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle import layout
 from repro.bundle.info import LaunchCommand, Role
 from repro.dropin import REQUIRED_MARK, dropin_member, render_dropin
 from repro.errors import InputError
@@ -171,7 +172,7 @@ def redact_environment_file(text: str) -> tuple[str, tuple[str, ...]]:
 
 def _taken_warning(unit: str, item: TakenSecret) -> str:
     """Names the unit, the setting and the variable; never the value."""
-    where = f"on the target in services/{dropin_member(unit)}"
+    where = f"on the target in {layout.unit(dropin_member(unit))}"
     if item.key == "Environment":
         return (
             f"{unit}: Environment={item.name} looks like a credential ({item.why}); "
@@ -299,17 +300,18 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
             warnings.append(f"{path.name}: EnvironmentFile={env_path} does not exist")
             continue
         env_text, redacted = redact_environment_file(env_path.read_text(encoding="utf-8"))
+        bundle_name = f"{path.name}.d/{env_path.name}"
         env_files.append(
             EnvironmentFile(
                 source=env_path,
-                bundle_name=f"{path.name}.d/{env_path.name}",
+                bundle_name=bundle_name,
                 content=paths.templatize(env_text).encode(),
                 redacted=redacted,
             )
         )
         warnings.extend(
             f"{env_path}: value of {key} taken out; set it on the target in "
-            f"services/{path.name}.d/{env_path.name}"
+            f"{layout.unit(bundle_name)}"
             for key in redacted
         )
     if verify:

@@ -1,0 +1,150 @@
+"""Stage `locks`: the members that pin the stack (env/pip-freeze.txt,
+env/requirements.lock) and those that list the vault wheels' sha256 (env/pylock.toml,
+env/vault.toml).
+
+Where the vault's digests are deferred (`Vaulted.deferred`), pylock.toml and vault.toml
+are written with placeholders of the same length and `Locks.fill` renders them again
+with the digests the writing took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from packaging.utils import canonicalize_name
+
+from repro.bundle import layout
+from repro.bundle.vault import VaultEntry, dump_vault
+from repro.snapshot.bundlewriter import Fill, Reserved
+from repro.snapshot.indexcheck import IndexReport
+from repro.snapshot.indexes import IndexConfig
+from repro.snapshot.lock import (
+    DistFile,
+    Pin,
+    freeze_from,
+    render_pylock,
+    render_requirements_lock,
+    requires_python_of,
+)
+from repro.snapshot.stages.probe import Environment, Probed, Start
+from repro.snapshot.stages.vaulting import Selected, Vaulted
+from repro.snapshot.vault import VaultReport, VaultWheel
+
+
+@dataclass(frozen=True)
+class Locks:
+    members: Mapping[str, bytes | Reserved]
+    fill: Fill | None  # the deferred members' final bytes, from the digests taken
+    warnings: tuple[str, ...]
+
+
+def locks(
+    start: Start,
+    probed: Probed,
+    env: Environment,
+    selected: Selected,
+    vaulted: Vaulted,
+) -> Locks:
+    """The four lock members, with the target's pip freeze (stage `probe`'s job)."""
+    facts = probed.facts
+    vault = vaulted.report
+    warnings = _plain_http_warnings(env.indexes)
+    hashes: dict[str, list[str]] = {}
+    if vault.index is not None:
+        for dist_name, files in vault.index.found.items():
+            hashes[dist_name] = sorted({f.sha256 for f in files if f.sha256})
+    members: dict[str, bytes | Reserved] = {
+        layout.PIP_FREEZE: freeze_from(probed.freeze.result(), start.python, facts).text.encode(),
+        layout.REQUIREMENTS_LOCK: render_requirements_lock(
+            env.pins, env.indexes, hashes=hashes or None
+        ).encode(),
+    }
+    index_files = selected.index_files.result()
+    if index_files is not None and index_files is not vault.index:
+        warnings += index_files.errors
+    listing = _VaultLocks(vault, index_files, env.pins, env.indexes, requires_python_of(facts))
+    unlisted = listing.unlisted()
+    if unlisted:
+        pins = env.pins
+        warnings.append(
+            f"{layout.PYLOCK} lists {len(pins) - len(unlisted)} of {len(pins)} pins: no "
+            f"index or vault file is known for {', '.join(unlisted)} (requirements.lock "
+            "pins them; pack online, with --check-index or --wheels all for all of them)"
+        )
+    for rel, data in listing.render(vaulted.digests).items():
+        members[rel] = Reserved(data) if vaulted.deferred else data
+    fill = None
+    if vaulted.deferred:
+        placeholders = vaulted.digests
+
+        def fill(taken: Mapping[str, str]) -> Mapping[str, bytes]:
+            return listing.render([taken[p] for p in placeholders])
+
+    return Locks(members, fill, tuple(warnings))
+
+
+@dataclass(frozen=True)
+class _VaultLocks:
+    """The members that list the vault wheels' sha256: pylock.toml and vault.toml."""
+
+    vault: VaultReport
+    index: IndexReport | None  # the files the indexes serve for pins not in the vault
+    pins: Sequence[Pin]
+    indexes: IndexConfig
+    requires_python: str
+
+    def render(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """Both files with `digests` (one per vault wheel, in order) as the wheels' sha256;
+        placeholders of 64 characters give files of the final length. A vaulted pin is
+        listed with its vault wheels only, so that an offline install takes those."""
+        wheels = [replace(w, sha256=d) for w, d in zip(self.vault.wheels, digests, strict=True)]
+        files, index_of = self._files(wheels)
+        pylock = render_pylock(
+            self.pins,
+            self.indexes,
+            requires_python=self.requires_python,
+            files=files,
+            index_of=index_of,
+        )
+        entries = [
+            VaultEntry(w.name, w.version, w.filename, w.sha256, w.reason, w.source) for w in wheels
+        ]
+        return {layout.PYLOCK: pylock.encode(), layout.VAULT_TOML: dump_vault(entries)}
+
+    def unlisted(self) -> list[str]:
+        """Pins pylock.toml leaves out: neither the vault nor an index file is known."""
+        files, _ = self._files(self.vault.wheels)
+        return [pin.name for pin in self.pins if pin.name not in files]
+
+    def _files(
+        self, wheels: Sequence[VaultWheel]
+    ) -> tuple[dict[str, list[DistFile]], dict[str, str]]:
+        """Each listed pin's files (its vault wheels, else the index's files that have a
+        sha256, which PEP 751 requires) and the index those came from."""
+        files: dict[str, list[DistFile]] = {}
+        for wheel in wheels:
+            files.setdefault(canonicalize_name(wheel.name), []).append(
+                DistFile(wheel.filename, wheel.sha256, path=layout.wheel_from_env(wheel.filename))
+            )
+        index_of: dict[str, str] = {}
+        report = self.index or IndexReport()
+        for name, found in report.found.items():
+            hashed = [DistFile(f.filename, f.sha256, url=f.url) for f in found if f.sha256]
+            if name not in files and hashed:
+                files[name] = hashed
+                index_of[name] = report.index_of[name]
+        return files, index_of
+
+
+def _plain_http_warnings(indexes: IndexConfig) -> list[str]:
+    """An http:// index is recorded as found, but `repro unpack` installs online from
+    https indexes only (anyone on the path could choose the packages): say so now."""
+    urls = [indexes.index_url, *indexes.extra_index_urls, *indexes.find_links]
+    return [
+        f"index {url} ({indexes.origins.get(url, 'pip/uv config')}) is plain http: "
+        "`repro unpack` refuses it online; use its https URL, or pack --wheels all and "
+        "unpack --offline"
+        for url in urls
+        if url is not None and url.lower().startswith("http://")
+    ]

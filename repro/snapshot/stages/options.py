@@ -1,0 +1,83 @@
+"""What `repro pack` is asked to do (PackOptions) and what it did (PackResult)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repro.archive.common import Compression
+from repro.snapshot.requirements_check import UnmetRequirement
+from repro.snapshot.vault import WheelsMode
+
+__all__ = ["PackOptions", "PackResult", "Progress", "WheelsMode", "default_cache_dir"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    source: Path
+    python: Path | None = None
+    output: Path | None = None  # a file, a directory, or None for the current directory
+    to_stdout: bool = False
+    name: str | None = None
+    version: str | None = None
+    compression: Compression | None = None
+    wheels: WheelsMode = "auto"
+    check_index: bool = False
+    pristine: Path | None = None
+    units: tuple[str, ...] = ()
+    jobs: int | None = None
+    download: bool = True
+    tool_wheels: bool = True
+    cache_dir: Path | None = None
+    rehash: bool = False  # read every file, not trusting the scan cache
+    sign: Path | None = None  # private key: sign MANIFEST.sha256 with ssh-keygen -Y sign
+    # import torch & co. in the target (runtime facts, devices); None: repro.toml's
+    # [env] import_modules, default False: read the key modules from their files
+    import_modules: bool | None = None
+    sbom: bool = False  # a CycloneDX SBOM of the bundle as env/sbom.cdx.json
+
+
+@dataclass(frozen=True)
+class PackResult:
+    path: Path | None
+    name: str
+    version: str
+    distributions: int
+    vault_wheels: tuple[str, ...]
+    patched_files: tuple[str, ...]
+    units: tuple[str, ...]
+    models: tuple[str, ...]
+    files: tuple[str, ...]
+    members: int
+    bundle_bytes: int
+    warnings: tuple[str, ...]
+    left_out: tuple[str, ...] = ()
+    unmet_requirements: tuple[UnmetRequirement, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path) if self.path else None,
+            "name": self.name,
+            "version": self.version,
+            "distributions": self.distributions,
+            "vault_wheels": list(self.vault_wheels),
+            "patched_files": list(self.patched_files),
+            "units": list(self.units),
+            "models": list(self.models),
+            "files": list(self.files),
+            "members": self.members,
+            "bundle_bytes": self.bundle_bytes,
+            "warnings": list(self.warnings),
+            "left_out": list(self.left_out),
+            "unmet_requirements": [u.to_json() for u in self.unmet_requirements],
+        }
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "repro"

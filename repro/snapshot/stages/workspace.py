@@ -1,0 +1,194 @@
+"""Stage `workspace`: what the bundle carries beside the environment (systemd units,
+model references, the files repro.toml picks) and what it leaves out, with why."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from repro.archive.tarformat import uncarried_name
+from repro.bundle.info import Engine, LaunchCommand, LaunchInfo
+from repro.bundle.manifest import printable_path
+from repro.config import Config
+from repro.redaction import scrub_text
+from repro.servecmd import DEFAULT_PORTS
+from repro.snapshot import services as unit_capture
+from repro.snapshot.environment import EnvironmentFacts
+from repro.snapshot.leftout import (
+    LeftOut,
+    LeftOutKind,
+    split_by_size,
+    split_secrets,
+    uncovered_entries,
+    weights_left_out,
+)
+from repro.snapshot.models import ModelReference, describe_model
+from repro.snapshot.stages.options import PackOptions
+
+if TYPE_CHECKING:  # stage `probe` starts `capture_units` as a job
+    from repro.snapshot.stages.probe import Environment, Start
+
+_PORT = re.compile(r"--port[ =](\d+)")
+
+
+@dataclass(frozen=True)
+class WorkspaceParts:
+    units: tuple[unit_capture.CapturedUnit, ...]
+    models: tuple[ModelReference, ...]
+    carried: tuple[Path, ...]  # workspace files for files/
+    left_out: tuple[LeftOut, ...]
+    warnings: tuple[str, ...]
+
+
+def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> WorkspaceParts:
+    """The units (captured by the job `capture_units`), the models, the carried files, and
+    every workspace entry none of them covers as left out."""
+    options, config, secret_values = start.options, start.config, start.secret_values
+    source = options.source
+    units = env.units.result()
+    warnings: list[str] = []
+    for unit in units:
+        warnings += unit.warnings
+    warnings += _launch_secret_warnings(config)
+    models, model_warnings = _models(options, config, units, secret_values)
+    warnings += model_warnings
+    sized, left_out = split_by_size(config.files.matched, source)
+    for link, refusal in config.files.refused:
+        # shown with \xNN escapes: a name that is not UTF-8 is one reason to be here
+        warnings.append(f"{printable_path(str(link))}: {refusal}; not carried")
+        rel = link.relative_to(source).as_posix()
+        kind: LeftOutKind = "bad-name" if uncarried_name(rel) else "not-a-file"
+        left_out.append(LeftOut(printable_path(rel), refusal, kind))
+    left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
+    carried, credentials = split_secrets(sized, source, secret_values)
+    warnings += [f"{source / item.path}: {item.reason}" for item in credentials]
+    left_out += credentials
+    covered = [Path(facts.python.prefix), *carried, *config.files.matched]
+    covered += [unit.source for unit in units] + [source / "services", source / "patches"]
+    covered += [source / m.local_path for m in models if not m.local_path.startswith("/")]
+    if config.patches.workspace is not None:
+        covered.append(config.patches.workspace.dir)
+    left_out += uncovered_entries(source, covered)
+    return WorkspaceParts(
+        units=tuple(units),
+        models=tuple(models),
+        carried=tuple(carried),
+        left_out=tuple(left_out),
+        warnings=tuple(warnings),
+    )
+
+
+def capture_units(
+    options: PackOptions, config: Config, facts: EnvironmentFacts
+) -> list[unit_capture.CapturedUnit]:
+    """The units to carry, read with the source's paths turned into variables; a job of
+    its own (stage `environment`), run while the files are hashed."""
+    paths = list(config.services.units)
+    if not paths:
+        paths = unit_capture.discover_units(options.source / "services")
+    paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
+    configured = [config.models.drafter] if config.models.drafter else []
+    mapping = unit_capture.PathMap.build(
+        venv=Path(facts.python.prefix),
+        home=options.source.resolve(),
+        model_dirs=[*configured, *config.models.others.values()],
+    )
+    return [unit_capture.capture_unit(path, mapping) for path in paths]
+
+
+def _models(
+    options: PackOptions,
+    config: Config,
+    units: Sequence[unit_capture.CapturedUnit] = (),
+    secret_values: Sequence[str] = (),
+) -> tuple[list[ModelReference], list[str]]:
+    """References of repro.toml's [models], the workspace's drafter/, and each model
+    directory a unit's ExecStart= names (by its directory name); with warnings."""
+    refs: list[ModelReference] = []
+    drafter = config.models.drafter
+    if drafter is None and (options.source / "drafter").is_dir():
+        drafter = options.source / "drafter"
+    if drafter is not None:
+        refs.append(
+            describe_model(
+                drafter,
+                name="drafter",
+                role="drafter",
+                workspace=options.source,
+                secret_values=secret_values,
+            )
+        )
+    for name, path in sorted(config.models.others.items()):
+        refs.append(
+            describe_model(
+                path,
+                name=name,
+                role="target",
+                workspace=options.source,
+                secret_values=secret_values,
+            )
+        )
+    known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
+    names = {ref.name for ref in refs}
+    warnings: list[str] = []
+    for model in unit_capture.models_named_by_units(units):
+        if _resolved(model.path) in known:
+            continue
+        if model.name in names:
+            warnings.append(
+                f"{model.path}: a unit names it, but another model is already called "
+                f"{model.name!r}; not referenced (name it in repro.toml [models])"
+            )
+            continue
+        refs.append(
+            describe_model(
+                model.path,
+                name=model.name,
+                role=model.role,
+                workspace=options.source,
+                secret_values=secret_values,
+            )
+        )
+        known.add(_resolved(model.path))
+        names.add(model.name)
+    for ref in refs:
+        warnings += ref.warnings()
+    return refs, warnings
+
+
+def _resolved(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def launch(config: Config, units: Sequence[unit_capture.CapturedUnit] = ()) -> LaunchInfo:
+    """repro.toml's [launch] commands; without them, one per unit that runs a server."""
+    if not config.launch.commands:
+        return LaunchInfo(tuple(unit.launch for unit in units if unit.launch is not None))
+    commands = []
+    for index, text in enumerate(config.launch.commands):
+        engine: Engine = "sglang" if "sglang" in text else "vllm" if "vllm" in text else "openai"
+        port_match = _PORT.search(text)
+        port = int(port_match.group(1)) if port_match else DEFAULT_PORTS[engine]
+        if config.ladder.port is not None:
+            port = config.ladder.port
+        shell = scrub_text(text)  # see _launch_secret_warnings
+        commands.append(
+            LaunchCommand(name=f"launch-{index + 1}", port=port, engine=engine, shell=shell)
+        )
+    return LaunchInfo(tuple(commands))
+
+
+def _launch_secret_warnings(config: Config) -> list[str]:
+    """repro.toml [launch] commands that hold a credential: it is <redacted> in the
+    bundle; the command should read it from the environment instead."""
+    return [
+        f"repro.toml [launch] command {index + 1} holds a credential (a token or a URL "
+        "with user:password); it is <redacted> in the bundle: write ${NAME} in the "
+        "command and set NAME in the environment"
+        for index, text in enumerate(config.launch.commands)
+        if scrub_text(text) != text
+    ]
