@@ -145,7 +145,9 @@ def environment(start: Start, facts: EnvironmentFacts, background: Executor) -> 
 
 
 def _tool_wheel_inputs() -> ToolWheelInputs:
-    from repro.snapshot.toolwheels import tool_wheel_inputs  # here: importlib.metadata is slow to load
+    from repro.snapshot.toolwheels import (
+        tool_wheel_inputs,  # here: importlib.metadata is slow to load
+    )
 
     return tool_wheel_inputs()
 
