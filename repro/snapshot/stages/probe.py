@@ -145,9 +145,8 @@ def environment(start: Start, facts: EnvironmentFacts, background: Executor) -> 
 
 
 def _tool_wheel_inputs() -> ToolWheelInputs:
-    from repro.snapshot.toolwheels import (
-        tool_wheel_inputs,  # here: importlib.metadata is slow to load
-    )
+    # imported here: importlib.metadata is slow to load
+    from repro.snapshot.toolwheels import tool_wheel_inputs
 
     return tool_wheel_inputs()
 
