@@ -6,6 +6,9 @@ patched Python files are syntax-checked with the *target* interpreter, the
 originals are backed up under .repro/backup/, a journal is written, and each
 file is replaced atomically. If anything fails midway, or a previous run was
 killed, the journal restores every file to what it was.
+
+One module, a little over 400 lines: the plan, the journal and the recovery are one
+transaction and are read together.
 """
 
 from __future__ import annotations

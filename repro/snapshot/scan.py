@@ -4,6 +4,9 @@ A file whose sha256 differs from RECORD is `modified`; a file RECORD lists that 
 `deleted`; a file inside a directory the distribution owns that no RECORD lists is `added`.
 Not patches: bytecode caches, files RECORD lists without a hash, scripts whose only change is
 the `#!` line an installer rewrites, and paths matching the ignore globs.
+
+One module, a little over 400 lines: the walk, the RECORD comparison and the digest
+batching share the per-distribution state of one pass over site-packages.
 """
 
 from __future__ import annotations
