@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repro import _toml
+from repro.bundle import layout
 from repro.config import CONFIG_NAME, Config, load_config, parse_config
 from repro.errors import UsageError
 from repro.snapshot.environment import VENV_DIRS
@@ -31,7 +32,9 @@ def discover_workspace(source: Path) -> Discovery:
     if not source.is_dir():
         raise UsageError(f"{source} is not a directory")
     venv = next((n for n in VENV_DIRS if (source / n / "pyvenv.cfg").is_file()), None)
-    units = tuple(p.relative_to(source).as_posix() for p in discover_units(source / "services"))
+    units = tuple(
+        p.relative_to(source).as_posix() for p in discover_units(layout.at(source, layout.SERVICES))
+    )
     drafter = "drafter" if (source / "drafter" / "config.json").is_file() else None
     files: list[str] = []
     for name in FILE_DIRS:
@@ -40,7 +43,7 @@ def discover_workspace(source: Path) -> Discovery:
     for path in sorted(source.iterdir()):
         if path.is_file() and path.suffix in FILE_SUFFIXES and path.name != CONFIG_NAME:
             files.append(path.name)
-    full = source / "patches" / "full"
+    full = layout.at(source, layout.PATCHES_FULL)
     patch_keys = (
         tuple(sorted(p.name for p in full.iterdir() if p.is_dir())) if full.is_dir() else ()
     )

@@ -4,6 +4,10 @@ A bundle is one top directory (`<name>-<version>/`) holding the members below; t
 normative description is docs/bundle-format.md. Every writer and reader names a member
 through this module, so a section is moved or added here and nowhere else. Paths are
 `/`-separated and relative to the top directory, as in the archive and the manifest.
+
+A workspace (the source directory pack reads, the target unpack restores) has the same
+shape for the parts it shares with a bundle (services/, models/, patches/), so those
+paths are built here too, with `at(workspace, SERVICES)`.
 """
 
 from __future__ import annotations

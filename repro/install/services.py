@@ -83,7 +83,7 @@ def required_secrets(bundle: Path, target: Path) -> list[RequiredSecret]:
         unit = env_dir.name.removesuffix(".d")
         for env_file in sorted(p for p in env_dir.iterdir() if p.is_file()):
             names = required_names(env_file.read_text(encoding="utf-8"))
-            dest = target / "services" / env_dir.name / env_file.name
+            dest = layout.at(target, layout.unit(f"{env_dir.name}/{env_file.name}"))
             try:
                 unset = set(unset_names(dest.read_text(encoding="utf-8"), names))
             except (OSError, UnicodeDecodeError):
@@ -137,7 +137,7 @@ def render_units(
     source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
-    out_dir = target / "services"
+    out_dir = layout.at(target, layout.SERVICES)
     values = {"REPRO_VENV": str(venv), "REPRO_HOME": str(home)}
     if models is not None:
         values["REPRO_MODELS"] = str(models)

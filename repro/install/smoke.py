@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from repro.bundle import layout
 from repro.bundle.info import BundleInfo
 from repro.dropin import dropin_member, read_values, required_names
 from repro.ladder import LadderReport, LaunchSpec, RungResult, RungStatus, registry, run_ladder
@@ -54,7 +55,7 @@ def with_unit_credentials(launch: LaunchSpec, info: BundleInfo, home: Path) -> L
     (TARGET/services/<unit>.d/repro-secrets.env) set in its environment and expanded
     where its command names them (${NAME}); one left empty expands to nothing."""
     unit = next((c.unit for c in info.launch.commands if c.name == launch.name), None)
-    dropin = home / "services" / dropin_member(unit) if unit else None
+    dropin = layout.at(home, layout.unit(dropin_member(unit))) if unit else None
     if dropin is None or not dropin.is_file():
         return launch
     text = dropin.read_text(encoding="utf-8")

@@ -30,7 +30,7 @@ def venv_dir(target: Path, info: BundleInfo) -> Path:
 
 def models_dir(target: Path, models: Path | None) -> Path:
     """${REPRO_MODELS}: --models when given, else TARGET/models."""
-    return models if models is not None else target / "models"
+    return models if models is not None else layout.at(target, layout.MODELS)
 
 
 def path_values(target: Path, info: BundleInfo, models: Path | None) -> dict[str, str]:

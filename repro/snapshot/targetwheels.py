@@ -25,6 +25,7 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 
+from repro.bundle import layout
 from repro.snapshot.cacheset import publish, staging_for
 from repro.snapshot.originalwheels import DOWNLOAD_TIMEOUT
 from repro.snapshot.toolwheels import ToolWheelInputs, closure_for, marker_environment
@@ -226,6 +227,6 @@ def bootstrap_wheels(
         why = "pack --offline downloads nothing; pack online once to cache them"
     warning = (
         f"setup_env.sh cannot bootstrap Python {xy} (the bundle's own) without a network: "
-        f"tool/wheels lacks a Python {xy} wheel of {', '.join(extra.missing)} ({why})"
+        f"{layout.TOOL_WHEELS} lacks a Python {xy} wheel of {', '.join(extra.missing)} ({why})"
     )
     return BootstrapWheels(wheels, (own_python,), (warning,))

@@ -166,8 +166,8 @@ def build_workspace(root: Path, *, with_torch: bool | None) -> tuple[Path, bool]
             python=python,
             state_dir=Path(state),
         )
-    (workspace / "services").mkdir()
-    (workspace / "services" / "dflash-demo.service").write_text(
+    layout.at(workspace, layout.SERVICES).mkdir()
+    layout.at(workspace, layout.unit("dflash-demo.service")).write_text(
         DEMO_UNIT.format(home=workspace, venv=venv)
     )
     (workspace / "serving.env").write_text("NCCL_DEBUG=WARN\nHF_TOKEN=hf_demo_not_a_real_token\n")

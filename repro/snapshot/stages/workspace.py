@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repro.archive.tarformat import uncarried_name
+from repro.bundle import layout
 from repro.bundle.info import Engine, LaunchCommand, LaunchInfo
 from repro.bundle.manifest import printable_path
 from repro.config import Config
@@ -68,7 +69,10 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
     warnings += [f"{source / item.path}: {item.reason}" for item in credentials]
     left_out += credentials
     covered = [Path(facts.python.prefix), *carried, *config.files.matched]
-    covered += [unit.source for unit in units] + [source / "services", source / "patches"]
+    covered += [unit.source for unit in units] + [
+        layout.at(source, layout.SERVICES),
+        layout.at(source, layout.PATCHES),
+    ]
     covered += [source / m.local_path for m in models if not m.local_path.startswith("/")]
     if config.patches.workspace is not None:
         covered.append(config.patches.workspace.dir)
@@ -89,7 +93,7 @@ def capture_units(
     its own (stage `environment`), run while the files are hashed."""
     paths = list(config.services.units)
     if not paths:
-        paths = unit_capture.discover_units(options.source / "services")
+        paths = unit_capture.discover_units(layout.at(options.source, layout.SERVICES))
     paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
     configured = [config.models.drafter] if config.models.drafter else []
     mapping = unit_capture.PathMap.build(
