@@ -306,6 +306,45 @@ def test_offline_install_from_the_vault_uses_no_network(
     assert locked_pins(bundles.all_wheels).items() >= PINS.items()
 
 
+def test_the_kept_bundle_holds_no_second_copy_of_the_vault(
+    bundles: Bundles, tmp_path: Path
+) -> None:
+    """Once installed, the vault's wheels leave TARGET/.repro/bundle (the venv holds
+    them); verify and unpatch read the rest. An install that must run again (its step
+    forgotten, as a kill after the wheels were written but before the step was recorded
+    leaves it) gets the wheels back from the verified bundle, offline. --keep-bundle
+    keeps them, and the kept bundle then passes `repro check` whole."""
+    from repro.install.state import load_state
+
+    target = tmp_path / "t"
+    args = ("--cpu", "--no-smoke", "--offline")
+    err = ok(unpack(bundles.all_wheels, target, *args, env=NO_NETWORK))
+    kept = target / ".repro" / "bundle"
+    assert not (kept / "env" / "wheels").exists()
+    assert not list((kept / "env").glob(".wheels*"))
+    assert (kept / "env" / "requirements.lock").is_file() and (kept / "patches").is_dir()
+    assert "removed install: the kept bundle's" in " ".join(err.split())
+    for command in ("verify", "unpatch"):
+        proc = run_repro(command, str(target))
+        assert proc.returncode == 0, proc.stderr.decode()
+
+    state = load_state(target)
+    assert state is not None
+    state.forget("install")
+    ok(unpack(bundles.all_wheels, target, *args, env=NO_NETWORK))
+    assert not (kept / "env" / "wheels").exists()
+    assert_round_trip(target, bundles.all_wheels)
+
+    whole = tmp_path / "whole"
+    ok(unpack(bundles.all_wheels, whole, *args, "--keep-bundle", env=NO_NETWORK))
+    vault = whole / ".repro" / "bundle" / "env" / "wheels"
+    assert sorted(p.name for p in vault.iterdir()) == sorted(
+        p.name for p in (extract(bundles.all_wheels, tmp_path / "x") / "env" / "wheels").iterdir()
+    )
+    proc = run_repro("check", str(whole / ".repro" / "bundle" / "MANIFEST.sha256"))
+    assert proc.returncode == 0, proc.stderr.decode()
+
+
 def test_the_dead_proxy_does_block_an_online_install(bundles: Bundles, tmp_path: Path) -> None:
     """The control for the offline test: without --offline, the same environment fails
     at the first attempt to reach an index (uv resolving the lock against PyPI)."""

@@ -119,6 +119,12 @@ def _stop_for_test(step: str, status: str) -> None:
 )
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke ladder at the end.")
 @click.option(
+    "--keep-bundle",
+    is_flag=True,
+    help="Keep the whole verified bundle in TARGET/.repro/bundle, its wheels too (by "
+    "default they are removed once installed).",
+)
+@click.option(
     "--no-exec",
     is_flag=True,
     help="Run nothing from the bundle: print the server and unit commands instead, run no "
@@ -149,6 +155,7 @@ def unpack_command(
     units_dir: Path,
     no_smoke: bool,
     no_exec: bool,
+    keep_bundle: bool,
     allowed_signers: Path | None,
     identity: str | None,
     require_signature: bool,
@@ -190,6 +197,7 @@ def unpack_command(
         units_dir=units_dir.absolute(),
         smoke=not no_smoke,
         no_exec=no_exec,
+        keep_bundle=keep_bundle,
         signature=SignaturePolicy(allowed_signers, identity, require_signature),
         jobs=jobs,
     )

@@ -32,3 +32,4 @@ class UnpackOptions:
     no_exec: bool = False
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
     jobs: int | None = None  # files hashed in parallel by the verification
+    keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too

@@ -118,7 +118,10 @@ def _unpack_verified(
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
         # Read again under the lock: another run may have finished steps meanwhile.
         run.state = open_state(target, identity, replace=options.replace)
-        _keep_bundle(bundle_dir, target / STATE_DIR / KEPT_BUNDLE)
+        kept = target / STATE_DIR / KEPT_BUNDLE
+        _keep_bundle(bundle_dir, kept)
+        if not run.state.is_done("install"):
+            _restore_vault(bundle_dir, kept)
         return _run_stages(options, info, target, python, run, smoke)
 
 
@@ -137,6 +140,36 @@ def _keep_bundle(bundle_dir: Path, kept: Path) -> None:
     staging = kept.with_name(f".{KEPT_BUNDLE}.{secrets.token_hex(4)}")
     shutil.copytree(bundle_dir, staging)
     staging.rename(kept)
+
+
+def _restore_vault(bundle_dir: Path, kept: Path) -> None:
+    """A kept bundle whose wheels an earlier run removed, and whose install must run
+    again (a state edited by hand, an install cut short after them): the wheels come
+    back from this run's verified copy."""
+    wheels = layout.at(kept, layout.WHEELS)
+    fresh = layout.at(bundle_dir, layout.WHEELS)
+    if not wheels.exists() and fresh.is_dir():
+        shutil.copytree(fresh, wheels.with_name(f".{wheels.name}.partial"), dirs_exist_ok=True)
+        wheels.with_name(f".{wheels.name}.partial").rename(wheels)
+
+
+def _drop_vault(kept: Path, events: Events) -> None:
+    """Once the install is recorded, the vault's wheels leave the kept bundle: the
+    target then holds the venv, not a second copy of it. Renamed first, so a kill
+    leaves either the whole directory or a name that the next run removes."""
+    wheels = layout.at(kept, layout.WHEELS)
+    dropping = wheels.with_name(f".{wheels.name}.dropping")
+    if wheels.is_dir():
+        files = [p for p in wheels.iterdir() if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
+        wheels.rename(dropping)
+        events(
+            "install",
+            "removed",
+            f"the kept bundle's {len(files)} wheel(s) ({size / 2**20:.1f} MiB) removed: the "
+            "venv holds them now (--keep-bundle keeps them)",
+        )
+    shutil.rmtree(dropping, ignore_errors=True)
 
 
 def _run_stages(
@@ -174,6 +207,8 @@ def _run_stages(
         )
         stage("venv", lambda: stages.make_venv(inputs))
         stage("install", lambda: stages.install(inputs, seeded=_seeded(run)))
+        if not options.keep_bundle:
+            _drop_vault(inputs.kept, run.events)
         stage("patch", lambda: stages.patch(inputs))
         stage("workspace", lambda: stages.workspace(inputs))
         stage("services", lambda: stages.units(inputs))
