@@ -327,6 +327,11 @@ def test_the_kept_bundle_holds_no_second_copy_of_the_vault(
     for command in ("verify", "unpatch"):
         proc = run_repro(command, str(target))
         assert proc.returncode == 0, proc.stderr.decode()
+    manifest = str(kept / "MANIFEST.sha256")
+    proc = run_repro("check", manifest)
+    assert proc.returncode == 1 and "env/wheels/" in proc.stdout.decode(), proc.stderr.decode()
+    proc = run_repro("check", "--ignore-missing", manifest)
+    assert proc.returncode == 0, proc.stderr.decode()
 
     state = load_state(target)
     assert state is not None
