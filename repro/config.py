@@ -18,6 +18,7 @@ from typing import Any
 
 from repro import _toml
 from repro.archive.tarformat import uncarried_name
+from repro.bundle import layout
 from repro.bundle.info import MAX_TIMEOUT_S
 from repro.errors import ConfigError
 from repro.treeglob import glob_tree, matched_entries
@@ -325,7 +326,7 @@ def _patches(check: _Checker, table: dict[str, Any]) -> PatchesSection:
     if "workspace" in table:
         ws = check.table(table, "workspace", {"dir", "map"})
         ws_key = "patches.workspace"
-        directory = check.path(check.string(ws, ws_key, "dir") or "patches", f"{ws_key}.dir")
+        directory = check.path(check.string(ws, ws_key, "dir") or layout.PATCHES, f"{ws_key}.dir")
         mapping: dict[str, WorkspaceTarget] = {}
         raw_map = ws.get("map", {})
         if not isinstance(raw_map, dict):

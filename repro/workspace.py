@@ -53,7 +53,7 @@ def discover_workspace(source: Path) -> Discovery:
         units=units,
         drafter=drafter,
         files=tuple(files),
-        patches_dir="patches" if full.is_dir() else None,
+        patches_dir=layout.PATCHES if full.is_dir() else None,
         patch_keys=patch_keys,
     )
 

@@ -23,7 +23,7 @@ COMMANDS: dict[str, str] = {
     "demo": "repro.cli.demo:demo_command",
     "diff": "repro.cli.diff:diff_command",
     "init": "repro.cli.init:init_command",
-    "inspect": "repro.cli.inspect:inspect_command",
+    "inspect": "repro.cli.inspection:inspect_command",
     "pack": "repro.cli.pack:pack_command",
     "sbom": "repro.cli.sbom:sbom_command",
     "scan": "repro.cli.scan:scan_command",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from repro.bundle import layout
 from repro.bundle.info import ModelRef
 from repro.hashing import sha256_file
 
@@ -73,7 +74,7 @@ def fetch_command(
 ) -> str | None:
     if not ref.repo_id:
         return None
-    dest = into or (models_dir or Path("models")) / ref.name
+    dest = into or (models_dir or Path(layout.MODELS)) / ref.name
     revision = f" --revision {ref.revision}" if ref.revision else ""
     return f"huggingface-cli download {ref.repo_id}{revision} --local-dir {dest}"
 

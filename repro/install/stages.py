@@ -242,7 +242,7 @@ def units(inputs: StageInputs) -> StageResult:
         home=target,
         models=models_dir(target, options.models),
     )
-    detail = f"{len(rendered)} unit(s) rendered into {target / 'services'}"
+    detail = f"{len(rendered)} unit(s) rendered into {layout.at(target, layout.SERVICES)}"
     installed: Mapping[str, object] = {}
     would_run: tuple[str, ...] = ()
     if (options.install_units or options.no_exec) and rendered:
