@@ -1,4 +1,5 @@
-"""pip-sync and uv install exactly the lock, nothing resolved, with the same result.
+"""pip-sync, uv and repro's vault installer install exactly the lock, nothing resolved,
+with the same result.
 
 Through the real CLI: a real venv made dependency-incomplete on purpose (see
 tests/_incomplete_env.py), packed by `repro pack`, rebuilt by `repro unpack` with
@@ -73,6 +74,49 @@ def rebuild(bundle: Path, target: Path, installer: str, *, offline: bool) -> Pat
     return rebuilt_python(target, report)
 
 
+# written by an installer about itself, or only by some installers
+NOT_COMPARED = {"INSTALLER", "RECORD", "REQUESTED", "direct_url.json", "uv_cache.json"}
+
+
+VENV_OWN = ("activate", "Activate", "deactivate", "python", "pydoc")
+
+
+def installed_files(python: Path) -> dict[str, bytes]:
+    """Every file of the venv but bytecode and the installers' own notes, by path; a
+    script's interpreter line read as the path it names, relative to the venv."""
+    venv = python.parent.parent
+    files: dict[str, bytes] = {}
+    for path in sorted(venv.rglob("*")):
+        rel = path.relative_to(venv)
+        if not path.is_file() or path.is_symlink() or "__pycache__" in rel.parts:
+            continue
+        if rel.parts[0] == "bin" and rel.name.startswith(VENV_OWN):
+            continue  # the venv's own, made by `python -m venv` or `uv venv`
+        if rel.name in NOT_COMPARED or len(rel.parts) == 1:  # pyvenv.cfg, uv's .gitignore
+            continue
+        files[rel.as_posix()] = path.read_bytes().replace(str(venv).encode(), b"VENV")
+    return files
+
+
+def assert_records_match(python: Path) -> None:
+    """Each dist-info's RECORD lists every file it installed with the file's own hash."""
+    import base64
+    import csv
+    import hashlib
+
+    records = list(python.parent.parent.glob("lib/python*/site-packages/*.dist-info/RECORD"))
+    assert records
+    for record in records:
+        root = record.parent.parent
+        for row in csv.reader(record.read_text().splitlines()):
+            path = (root / row[0]).resolve()
+            assert path.is_file(), (record, row[0])
+            if row[1]:
+                digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest())
+                assert row[1] == "sha256=" + digest.rstrip(b"=").decode(), (record, row[0])
+                assert int(row[2]) == path.stat().st_size
+
+
 def venv_pip_check(python: Path) -> str:
     argv = [str(python), "-m", "pip", "check"]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False).stdout
@@ -86,19 +130,27 @@ def test_pip_and_uv_install_exactly_the_incomplete_lock(
     lock = locked_pins(bundle)
     assert {"requests", "idna", "python-dateutil"} <= set(lock)
     assert not {"urllib3", "certifi", "charset-normalizer", "six"} & set(lock)
+    installers = ("pip", "uv", "vault") if offline else ("pip", "uv")
     rebuilt = {
         installer: read_installed(rebuild(bundle, tmp_path / installer, installer, offline=offline))
-        for installer in ("pip", "uv")
+        for installer in installers
     }
-    assert rebuilt["pip"] == lock
-    assert rebuilt["uv"] == lock
-    # As incomplete as the source, in the same way: nothing was resolved by either.
+    for installer in installers:
+        assert rebuilt[installer] == lock, installer
+    # As incomplete as the source, in the same way: nothing was resolved by any.
     checks = {
         installer: venv_pip_check(rebuilt_python(tmp_path / installer, {}))
-        for installer in ("pip", "uv")
+        for installer in installers
     }
-    assert checks["pip"] == checks["uv"]
+    assert len(set(checks.values())) == 1, checks
     assert "requests 2.32.3 requires urllib3, which is not installed" in checks["pip"]
+    if offline:
+        # file for file, byte for byte what uv installed (bytecode and the installer's
+        # own name aside), and RECORD lists every file with its hash
+        uv_files = installed_files(rebuilt_python(tmp_path / "uv", {}))
+        vault_python = rebuilt_python(tmp_path / "vault", {})
+        assert installed_files(vault_python) == uv_files
+        assert_records_match(vault_python)
 
 
 @pytest.mark.parametrize(

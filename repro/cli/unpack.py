@@ -95,7 +95,12 @@ def _stop_for_test(step: str, status: str) -> None:
 @click.option("--python", type=PYTHON, help="Interpreter (or a venv directory) for the new venv.")
 @click.option("--offline", is_flag=True, help="Install from the bundle's wheel vault only.")
 @click.option(
-    "--installer", type=click.Choice(["auto", "uv", "pip"]), default="auto", show_default=True
+    "--installer",
+    type=click.Choice(["auto", "vault", "uv", "pip"]),
+    default="auto",
+    show_default=True,
+    help="auto: the vault's own wheels when they cover every pin (repro unpacks them), "
+    "else uv when installed, else pip-sync.",
 )
 @click.option("--cpu", is_flag=True, help="A CPU-only rebuild is intended (no GPU needed).")
 @click.option(

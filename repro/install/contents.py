@@ -75,7 +75,7 @@ def pack_facts(bundle_dir: Path) -> PackFacts:
     return PackFacts(installed_bytes=size, unmet=len(unmet))
 
 
-def _vault_entries(bundle_dir: Path) -> tuple[VaultEntry, ...]:
+def vault_entries(bundle_dir: Path) -> tuple[VaultEntry, ...]:
     path = layout.at(bundle_dir, layout.VAULT_TOML)
     if not path.is_file():
         return ()
@@ -85,7 +85,7 @@ def _vault_entries(bundle_dir: Path) -> tuple[VaultEntry, ...]:
 def vault_hashes(bundle_dir: Path) -> dict[str, tuple[str, ...]]:
     """Pin name -> the sha256 of the vault's wheels for it, as env/vault.toml lists them."""
     hashes: dict[str, tuple[str, ...]] = {}
-    for entry in _vault_entries(bundle_dir):
+    for entry in vault_entries(bundle_dir):
         name = normalize_name(entry.name)
         hashes[name] = (*hashes.get(name, ()), entry.sha256)
     return hashes
@@ -94,7 +94,7 @@ def vault_hashes(bundle_dir: Path) -> dict[str, tuple[str, ...]]:
 def custom_vault_wheels(bundle_dir: Path) -> list[str]:
     """Vault wheels that are there because no index serves them (not only --wheels all);
     each a file name inside env/wheels/ (load_vault refuses any other)."""
-    entries = _vault_entries(bundle_dir)
+    entries = vault_entries(bundle_dir)
     return sorted(e.filename for e in entries if not e.index_serves)
 
 

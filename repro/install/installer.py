@@ -1,6 +1,8 @@
 """Create a fresh venv and install exactly a bundle's lock into it.
 
-Two installers: `uv pip sync` (fast, when uv is available) and pip-tools'
+Three installers: repro's own `vault` installer, which unpacks the vault's wheels
+(repro.install.vaultinstall; chosen by `auto` when the vault holds a wheel for every
+pin), `uv pip sync` (fast, when uv is available) and pip-tools'
 `pip-sync --python-executable`. Both install exactly the lock and resolve
 nothing: uv pip sync never adds a listed requirement's dependencies, and pip-sync
 is given `--pip-args --no-deps` (it runs `pip install -r`, which would otherwise
@@ -20,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -32,7 +34,8 @@ from repro.install.targetsite import read_installed
 from repro.install.tether import run_tethered
 from repro.snapshot.lock import read_requirements_lock, render_pins_only
 
-Installer = Literal["uv", "pip"]
+Installer = Literal["vault", "uv", "pip"]
+RequestedInstaller = Literal["auto", "vault", "uv", "pip"]
 INSTALL_TIMEOUT = 3600
 # Seeded into every venv by `python -m venv`; not an installed difference when the lock
 # does not pin them.
@@ -87,9 +90,15 @@ def find_uv() -> Path | None:
         return None
 
 
-def choose_installer(requested: Literal["auto", "uv", "pip"]) -> Installer:
-    if requested == "pip":
-        return "pip"
+def choose_installer(
+    requested: RequestedInstaller, vault_covers: Callable[[], bool] = lambda: False
+) -> Installer:
+    """The installer asked for; for `auto`, the vault's own wheels when they cover every
+    pin (`vault_covers`), else uv when it is installed, else pip-sync."""
+    if requested in ("pip", "vault"):
+        return requested
+    if requested == "auto" and vault_covers():
+        return "vault"
     if find_uv() is not None:
         return "uv"
     if requested == "uv":
@@ -161,7 +170,11 @@ def _run(
 
 def create_venv(python: Path, target: Path, installer: Installer) -> Path:
     """A fresh venv at `target` made with `python`; returns its interpreter."""
-    if installer == "uv":
+    if installer == "vault":
+        # No pip: the lock pins pip itself when the source had it; nothing else is needed.
+        argv = [str(python), "-m", "venv", "--without-pip", str(target)]
+        _run(argv, what=f"{python} -m venv {target}", env=_clean_env())
+    elif installer == "uv":
         uv = find_uv()
         assert uv is not None
         # No --seed: seeding fetches pip from an index, which an air-gapped box has not;

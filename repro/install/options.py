@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from repro.bundle.signing import SignaturePolicy
+from repro.install.installer import RequestedInstaller
 from repro.install.unitinstall import SYSTEMD_DIR
 
 # (step, status, detail): each step as it starts, finishes, or says something
@@ -20,7 +20,7 @@ class UnpackOptions:
     target: Path | None = None
     python: Path | None = None
     offline: bool = False
-    installer: Literal["auto", "uv", "pip"] = "auto"
+    installer: RequestedInstaller = "auto"
     cpu: bool = False
     force: bool = False
     dry_run: bool = False

@@ -10,6 +10,7 @@ doing through `StageInputs.events`; it never touches the report or state.toml.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +20,18 @@ from repro.bundle.info import BundleInfo
 from repro.bundle.patchset import load_patchset
 from repro.errors import InstallError, PreflightError, SmokeError
 from repro.hashing import sha256_file
-from repro.install.contents import custom_vault_wheels, pack_facts, vault_hashes, vault_wheel_files
+from repro.install.contents import (
+    custom_vault_wheels,
+    pack_facts,
+    vault_entries,
+    vault_hashes,
+    vault_wheel_files,
+)
 from repro.install.drift import patched_state
 from repro.install.installer import (
     Installer,
     InstallPlan,
+    choose_installer,
     create_venv,
     install_lock,
     verify_installed,
@@ -44,8 +52,16 @@ from repro.install.unitinstall import (
     refuse_conflicts,
     reload_systemd,
 )
+from repro.install.vaultinstall import (
+    choose_wheels,
+    describe_interpreter,
+    in_flight_budget,
+    install_from_vault,
+    supported_tags,
+)
 from repro.install.workspace import models_dir, path_values, plan_restore, restore_workspace
-from repro.snapshot.lock import read_requirements_lock
+from repro.snapshot.environment import normalize_name
+from repro.snapshot.lock import LockFile, read_requirements_lock
 from repro.snapshot.services import render_unit
 
 NO_EXEC_SMOKE = (
@@ -61,7 +77,6 @@ def preflight_inputs(
     bundle_dir: Path, info: BundleInfo, options: UnpackOptions, target: Path
 ) -> PreflightInputs:
     lock = read_requirements_lock(layout.at(bundle_dir, layout.REQUIREMENTS_LOCK))
-    vault_bytes = sum(p.stat().st_size for p in vault_wheel_files(bundle_dir))
     return PreflightInputs(
         python_version=info.source.python,
         torch_arch_list=info.source.torch_arch_list,
@@ -70,11 +85,30 @@ def preflight_inputs(
         vault_wheels=tuple(
             layout.at(bundle_dir, layout.wheel(name)) for name in custom_vault_wheels(bundle_dir)
         ),
-        install_bytes=pack_facts(bundle_dir).installed_bytes + vault_bytes,
+        install_bytes=disk_need(bundle_dir, lock, options),
         target=target,
         cpu=options.cpu,
         python=options.python,
     )
+
+
+def disk_need(bundle_dir: Path, lock: LockFile, options: UnpackOptions) -> int:
+    """Bytes the install adds to the disk, the verified bundle (staging) already there.
+
+    uv and pip: the venv, and the installer's unpacked copy of each wheel (its cache).
+    The vault installer: the venv; unless --keep-bundle, less each wheel it removes once
+    unpacked, plus the wheels in flight (repro.install.vaultinstall's budget)."""
+    installed = pack_facts(bundle_dir).installed_bytes
+    sizes = {p.name: p.stat().st_size for p in vault_wheel_files(bundle_dir)}
+    vault_bytes = sum(sizes.values())
+    by_pin = {(normalize_name(e.name), e.version) for e in vault_entries(bundle_dir)}
+    covered = all((normalize_name(p.name), p.version) in by_pin for p in lock.pins)
+    if options.installer not in ("auto", "vault") or not covered:
+        return installed + vault_bytes
+    if options.keep_bundle:
+        return installed
+    in_flight = max(in_flight_budget(vault_bytes), max(sizes.values(), default=0))
+    return max(0, installed - vault_bytes) + in_flight
 
 
 def preflight(
@@ -174,6 +208,8 @@ def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
         lock, vault=layout.at(kept, layout.WHEELS), offline=options.offline, where=str(kept)
     )
     inputs.events("install", "sources", sources.describe())
+    if inputs.installer == "vault":
+        return _install_vault(inputs, lock)
     install_plan = InstallPlan(
         lock=lock_path,
         wheels=sources.vault,
@@ -195,6 +231,62 @@ def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
             f"({layout.PACK_REPORT})"
         )
     return StageResult(detail, {"distributions": len(pins)})
+
+
+def vault_covers(kept: Path, python: Path | None) -> bool:
+    """True when the vault holds, for every pin, a wheel `python` takes: `auto` then
+    installs with the vault installer."""
+    if python is None or not layout.at(kept, layout.WHEELS).is_dir():
+        return False
+    lock = read_requirements_lock(layout.at(kept, layout.REQUIREMENTS_LOCK))
+    tags = supported_tags(describe_interpreter(python))
+    return not choose_wheels(lock.pins, layout.at(kept, layout.WHEELS), tags).missing
+
+
+def pick_installer(options: UnpackOptions, kept: Path, python: Path | None) -> Installer:
+    return choose_installer(options.installer, lambda: vault_covers(kept, python))
+
+
+def _install_vault(inputs: StageInputs, lock: LockFile) -> StageResult:
+    """The lock from the vault's own wheels, each unpacked by repro (and, unless
+    --keep-bundle, removed from the kept bundle once unpacked)."""
+    vault = layout.at(inputs.kept, layout.WHEELS)
+    tags = supported_tags(describe_interpreter(inputs.interpreter))
+    choice = choose_wheels(lock.pins, vault, tags)
+    if choice.missing:
+        raise InstallError(
+            f"--installer vault: {vault} has no wheel this Python takes for "
+            f"{len(choice.missing)} pin(s): " + ", ".join(choice.missing[:20]),
+            hint="pack with --wheels all on the same Python, or unpack with --installer uv "
+            "or pip (online, from the bundle's indexes)",
+        )
+    inputs.events(
+        "install",
+        "sources",
+        f"the vault's {len(choice.wheels)} wheels, unpacked by repro (no index, no resolver)",
+    )
+    started = time.monotonic()
+    result = install_from_vault(
+        inputs.interpreter,
+        choice.wheels,
+        vault_hashes(inputs.kept),
+        jobs=inputs.options.jobs,
+        drop=not inputs.options.keep_bundle,
+    )
+    pins = {pin.name: pin.version for pin in lock.pins}
+    verify_installed(inputs.interpreter, pins)
+    size = sum(item.bytes for item in result.installed)
+    detail = (
+        f"{len(pins)} distributions installed at the pinned versions from the vault "
+        f"({size / 2**30:.2f} GiB in {time.monotonic() - started:.1f} s)"
+    )
+    unmet = pack_facts(inputs.kept).unmet
+    if unmet:
+        detail += (
+            f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
+            f"({layout.PACK_REPORT})"
+        )
+    return StageResult(detail, {"distributions": len(pins), "installer": "vault"})
 
 
 def patch(inputs: StageInputs) -> StageResult:

@@ -52,7 +52,7 @@ print(json.dumps(out))
 _STARTUP_MODULES = ("sitecustomize", "usercustomize")
 
 
-def _run_no_site(python: Path, script: str, *, what: str) -> str:
+def run_no_site(python: Path, script: str, *, what: str) -> str:
     try:
         result = subprocess.run(
             [str(python), *NO_SITE, "-c", script],
@@ -71,7 +71,7 @@ def _run_no_site(python: Path, script: str, *, what: str) -> str:
 
 def site_dirs_of(python: Path) -> tuple[Path, ...]:
     """The venv's purelib and platlib directories (one when they are the same)."""
-    out = _run_no_site(python, _PRINT_SITE_DIRS, what="ask for its site-packages")
+    out = run_no_site(python, _PRINT_SITE_DIRS, what="ask for its site-packages")
     try:
         dirs = json.loads(out)
     except ValueError as exc:
@@ -90,7 +90,7 @@ def site_packages_of(python: Path) -> Path:
 def read_installed(interpreter: Path) -> dict[str, str]:
     """Canonical name -> version of each distribution in the venv's site-packages, read
     by the venv's own importlib.metadata from the dist-info on disk."""
-    out = _run_no_site(interpreter, _LIST_DISTRIBUTIONS, what="list its distributions")
+    out = run_no_site(interpreter, _LIST_DISTRIBUTIONS, what="list its distributions")
     try:
         data = json.loads(out)
     except ValueError as exc:

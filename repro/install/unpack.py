@@ -25,7 +25,6 @@ from repro.install import stages
 from repro.install.atomic import exclusive_lock, remove_temp_leftovers
 from repro.install.bundleread import read_bundle
 from repro.install.drift import KEPT_BUNDLE, target_drift, target_info
-from repro.install.installer import choose_installer
 from repro.install.options import Events, UnpackOptions
 from repro.install.patching import unpatch
 from repro.install.report import StageResult, StepRecorder, StepReport, UnpackReport
@@ -148,9 +147,19 @@ def _restore_vault(bundle_dir: Path, kept: Path) -> None:
     back from this run's verified copy."""
     wheels = layout.at(kept, layout.WHEELS)
     fresh = layout.at(bundle_dir, layout.WHEELS)
-    if not wheels.exists() and fresh.is_dir():
+    if not fresh.is_dir():
+        return
+    if not wheels.exists():
         shutil.copytree(fresh, wheels.with_name(f".{wheels.name}.partial"), dirs_exist_ok=True)
         wheels.with_name(f".{wheels.name}.partial").rename(wheels)
+        return
+    # the vault installer removes each wheel once unpacked: a run cut short in the
+    # install leaves some; the others come back one by one
+    for wheel in fresh.iterdir():
+        if wheel.is_file() and not (wheels / wheel.name).exists():
+            partial = wheels / f".{wheel.name}.partial"
+            shutil.copyfile(wheel, partial)
+            partial.rename(wheels / wheel.name)
 
 
 def _drop_vault(kept: Path, events: Events) -> None:
@@ -201,7 +210,7 @@ def _run_stages(
             kept=target / STATE_DIR / KEPT_BUNDLE,
             venv=venv,
             python=python,
-            installer=choose_installer(options.installer),
+            installer=stages.pick_installer(options, target / STATE_DIR / KEPT_BUNDLE, python),
             events=run.events,
             ladder=smoke,
         )
