@@ -42,9 +42,18 @@ def main() -> None:
     done.set()
     sampler.join()
     peak[0] = max(peak[0], used(path))
-    print(json.dumps({"label": label, "rc": rc, "wall_s": round(wall, 2),
-                      "disk_peak_bytes": peak[0] - before,
-                      "disk_after_bytes": used(path) - before}), flush=True)
+    print(
+        json.dumps(
+            {
+                "label": label,
+                "rc": rc,
+                "wall_s": round(wall, 2),
+                "disk_peak_bytes": peak[0] - before,
+                "disk_after_bytes": used(path) - before,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
