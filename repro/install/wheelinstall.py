@@ -152,15 +152,19 @@ def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
         done += len(chunk)
 
 
-def _open_new(path: Path, executable: bool) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _open_new(path: str, executable: bool, made: set[str]) -> int:
+    """A new file at `path` (its directory made once: `made` holds those made)."""
+    parent = os.path.dirname(path)
+    if parent not in made:
+        os.makedirs(parent, exist_ok=True)
+        made.add(parent)
     mode = 0o777 if executable else 0o666  # less the umask, as pip and uv do
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     return os.open(path, flags, mode)
 
 
-def _write_bytes(path: Path, data: bytes, executable: bool) -> None:
-    fd = _open_new(path, executable)
+def _write_bytes(path: str, data: bytes, executable: bool, made: set[str]) -> None:
+    fd = _open_new(path, executable, made)
     try:
         view = memoryview(data)
         while view:
@@ -207,36 +211,42 @@ def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
         record: list[tuple[str, str, str]] = []
         written = 0
         fd_src = handle.fileno()
+        made: set[str] = set()
+        # plain strings in the loop: a wheel of torch's size has tens of thousands of
+        # members, and pathlib's objects cost more than the file's own creation
+        root_dir = str(root)
+        bases = {key: str(scheme.base(key, name)) for key in _SCHEME_KEYS}
+        from_root = {key: os.path.relpath(base, root_dir) for key, base in bases.items()}
 
-        def note(path: Path, digest: str, size: str) -> None:
-            record.append((os.path.relpath(path, root).replace(os.sep, "/"), digest, size))
+        def generated(path: str, content: bytes, executable: bool) -> None:
+            _write_bytes(path, content, executable, made)
+            rel = os.path.relpath(path, root_dir).replace(os.sep, "/")
+            record.append((rel, record_hash(content), str(len(content))))
 
         for info in infos:
-            if info.is_dir():
-                continue
-            parts = _safe_parts(info.filename, wheel)
+            member = info.filename
+            if member.endswith("/") or member == f"{dist_info}/RECORD":
+                continue  # directories are made as needed; RECORD is written anew below
+            parts = _safe_parts(member, wheel)
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
-                raise InstallError(f"{wheel.name}: member {info.filename!r} is a symbolic link")
+                raise InstallError(f"{wheel.name}: member {member!r} is a symbolic link")
             if parts[0] == data_dir:
                 if len(parts) < 3 or parts[1] not in _SCHEME_KEYS:
-                    raise InstallError(f"{wheel.name}: {info.filename!r}: unknown scheme")
-                dest = scheme.base(parts[1], name).joinpath(*parts[2:])
-                is_script = parts[1] == "scripts"
+                    raise InstallError(f"{wheel.name}: {member!r}: unknown scheme")
+                rest = "/".join(parts[2:])
+                dest = os.path.join(bases[parts[1]], rest)
+                rel = f"{from_root[parts[1]]}/{rest}"
+                if parts[1] == "scripts":
+                    content = archive.read(info)
+                    if content.startswith(b"#!python"):
+                        content = shebang(scheme.python) + content.partition(b"\n")[2]
+                    generated(dest, content, True)
+                    written += len(content)
+                    continue
             else:
-                dest, is_script = root.joinpath(*parts), False
-            if info.filename == f"{dist_info}/RECORD":
-                continue  # written anew below
-            executable = bool(mode & 0o111) or is_script
-            if is_script:
-                content = archive.read(info)
-                if content.startswith(b"#!python"):
-                    content = shebang(scheme.python) + content.partition(b"\n")[2]
-                _write_bytes(dest, content, True)
-                note(dest, record_hash(content), str(len(content)))
-                written += len(content)
-                continue
-            fd = _open_new(dest, executable)
+                dest, rel = os.path.join(root_dir, member), member
+            fd = _open_new(dest, bool(mode & 0o111), made)
             try:
                 if info.compress_type == zipfile.ZIP_STORED:
                     offset = _data_offset(fd_src, info, wheel)
@@ -247,27 +257,24 @@ def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
                             os.write(fd, chunk)
             finally:
                 os.close(fd)
-            digest, size = listed.get(info.filename, ("", ""))
-            note(dest, digest, size or str(info.file_size))
+            digest, size = listed.get(member, ("", ""))
+            record.append((rel, digest, size or str(info.file_size)))
             written += info.file_size
         entry_points = f"{dist_info}/entry_points.txt"
-        if entry_points in archive.namelist():
+        if entry_points in archive.NameToInfo:
             for script, module, attrs in _entry_points(archive.read(entry_points)):
                 if not script or "/" in script or not module or not attrs:
                     raise InstallError(f"{wheel.name}: bad entry point {script!r}")
                 head = attrs.partition(".")[0]
                 body = _ENTRY_POINT_SCRIPT.format(module=module, head=head, call=attrs)
                 content = shebang(scheme.python) + body.encode()
-                dest = scheme.scripts / script
-                _write_bytes(dest, content, True)
-                note(dest, record_hash(content), str(len(content)))
-        info_dir = root / dist_info
+                generated(os.path.join(bases["scripts"], script), content, True)
+        info_dir = os.path.join(root_dir, dist_info)
         for extra, content in (("INSTALLER", f"{INSTALLER_NAME}\n".encode()), ("REQUESTED", b"")):
-            _write_bytes(info_dir / extra, content, False)
-            note(info_dir / extra, record_hash(content), str(len(content)))
+            generated(os.path.join(info_dir, extra), content, False)
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerows(sorted(set(record)))
         writer.writerow((f"{dist_info}/RECORD", "", ""))
-        _write_bytes(info_dir / "RECORD", out.getvalue().encode("utf-8"), False)
+        _write_bytes(os.path.join(info_dir, "RECORD"), out.getvalue().encode("utf-8"), False, made)
     return Installed(str(name), str(version), len(record), written)
