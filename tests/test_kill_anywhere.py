@@ -14,8 +14,8 @@ Kill points are named events: `REPRO_TEST_STOP_AT="STEP STATUS"` (a test hook of
 CLI) makes repro stop itself (SIGSTOP) right after it reports that event, so the kill
 lands exactly there; inside a step that runs an installer the test lets it go on for a
 fraction of the step's duration measured in the clean run, or waits until the
-installer's process is seen. The extraction is caught by watching its staging files
-appear.
+venv's creator is seen running or the vault installer's first file is. The extraction
+is caught by watching its staging files appear.
 """
 
 from __future__ import annotations
@@ -364,12 +364,15 @@ POINTS = [
     Point("preflight-python", event="preflight python pass"),
     Point("preflight-done", event="preflight done"),
     _started("venv"),
-    Point("venv-running", watch_process="venv --allow-existing", landed="venv"),
+    Point("venv-running", watch_process="venv --without-pip", landed="venv"),
     _within("venv", "venv started", 0.5),
     Point("venv-done", event="venv done"),
     _started("install"),
     Point("install-sources", event="install sources", landed="install"),
-    Point("installer-running", watch_process="pip sync", landed="install"),
+    # the vault installer (the default for a --wheels all bundle) has written a file
+    Point(
+        "wheels-unpacking", watch_file="demo/.venv/lib/python*/site-packages/*", landed="install"
+    ),
     *(_within("install", "install sources", f) for f in (0.15, 0.3, 0.45, 0.6, 0.75)),
     Point("install-done", event="install done"),
     _started("patch"),

@@ -260,11 +260,6 @@ def _install_vault(inputs: StageInputs, lock: LockFile) -> StageResult:
             hint="pack with --wheels all on the same Python, or unpack with --installer uv "
             "or pip (online, from the bundle's indexes)",
         )
-    inputs.events(
-        "install",
-        "sources",
-        f"the vault's {len(choice.wheels)} wheels, unpacked by repro (no index, no resolver)",
-    )
     started = time.monotonic()
     result = install_from_vault(
         inputs.interpreter,
@@ -277,8 +272,8 @@ def _install_vault(inputs: StageInputs, lock: LockFile) -> StageResult:
     verify_installed(inputs.interpreter, pins)
     size = sum(item.bytes for item in result.installed)
     detail = (
-        f"{len(pins)} distributions installed at the pinned versions from the vault "
-        f"({size / 2**30:.2f} GiB in {time.monotonic() - started:.1f} s)"
+        f"{len(pins)} distributions installed at the pinned versions, the vault's wheels "
+        f"unpacked by repro ({size / 2**30:.2f} GiB in {time.monotonic() - started:.1f} s)"
     )
     unmet = pack_facts(inputs.kept).unmet
     if unmet:
