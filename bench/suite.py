@@ -340,6 +340,9 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
 
     unpack = (*REPRO, "unpack", str(s.bundle), "--target", str(fresh), "--offline",
               "--no-smoke", "--cpu")  # fmt: skip
+    # the cold-cache contenders measure uv's cache, so they name uv: the default
+    # installer need not be uv
+    unpack_uv = (*unpack, "--installer", "uv")
     cold = s.work / "xdg-cold"
 
     def cold_cache() -> None:
@@ -370,14 +373,14 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
         # so every wheel is unzipped, not linked from the cache the warm-up filled
         Contender(
             "repro unpack --offline, cold uv cache",
-            unpack,
+            unpack_uv,
             prepare=cold_cache,
             cleanup=cleanup_cold,
             env={**os.environ, "XDG_CACHE_HOME": str(cold)},
         ),
         Contender(
             UNPACK_COLD_DIRECT,
-            unpack,
+            unpack_uv,
             prepare=cold_cache,
             cleanup=cleanup_cold,
             env={**os.environ, "XDG_CACHE_HOME": str(cold), "REPRO_DIRECT_IO": "1"},

@@ -149,6 +149,12 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
         "first pack 2x / (tar cf + sha256sum 2x)",
         "check: 2x / 1x time per byte (info, medians)",
     }
+    # the cold-cache contenders measure uv's cache: they ask for uv; the plain one takes
+    # the default installer
+    argv = {item["name"]: item["argv"] for item in small["groups"]["unpack"]["contenders"]}
+    assert "--installer" not in argv["repro unpack --offline"]
+    for name in CONTENDERS["unpack"][3:]:
+        assert argv[name][-2:] == ["--installer", "uv"], name
     scaled = small["groups"]["scaling-pack"]["payload"]
     assert scaled["copies"] == 2 and scaled["bytes"] > 1.8 * small["facts"]["venv_bytes"]
     table = md_path.read_text()
