@@ -420,6 +420,35 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
     return result
 
 
+# no "|" in the names: they are cells of the Markdown table
+ROUNDTRIP = "repro pack -o - piped into repro unpack -"
+TAR_ROUNDTRIP = "tar cf - piped into tar xf -"
+
+
+def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
+    """The streamed round trip: pack of the workspace (the inputs of group_pack's
+    `--wheels all`) piped into unpack of a fresh target, against tar piped into tar of the
+    same venv. pipefail: either side failing fails the run."""
+    fresh = s.work / "roundtrip"
+    python = _q(Path(sys.executable))
+
+    def make_dir() -> None:
+        fresh.mkdir()
+
+    pack = f"{python} -m repro pack {_q(s.workspace.root)} -o - --version 1 --wheels all --offline"
+    unpack = f"{python} -m repro unpack - --target {_q(fresh)} --offline --no-smoke --cpu"
+    contenders = [
+        Contender(ROUNDTRIP, _shell(f"{pack} | {unpack}"), cleanup=_fresh(fresh)),
+        Contender(
+            TAR_ROUNDTRIP,
+            _shell(f"tar cf - -C {_q(s.workspace.root)} venv | tar xf - -C {_q(fresh)}"),
+            prepare=make_dir,
+            cleanup=_fresh(fresh),
+        ),
+    ]
+    return _group("roundtrip", contenders, runs, warmup, say, pairs=[(0, 1)])
+
+
 def group_scaling_pack(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:
     """A first pack and a scan of the real venv and of a synthetic one `copies` times
     larger, made of copies of every distribution (bench/synthetic.py), alternated in one

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import measure, report
+from bench import measure, report, suite
 from bench.disk import allocated_bytes, disk_facts, preflight_need
 from bench.measure import Run, Series, paired_ratio
 from bench.report import goals
@@ -58,6 +58,7 @@ CONTENDERS = {
         "repro unpack --offline, cold uv cache",
         "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1",
     ],
+    "roundtrip": ["repro pack -o - piped into repro unpack -", "tar cf - piped into tar xf -"],
     "scaling-pack": [
         "repro pack --wheels all --rehash 1x",
         "repro pack --wheels all --rehash 2x",
@@ -161,6 +162,9 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     assert "--installer" not in argv["repro unpack --offline"]
     for name in CONTENDERS["unpack"][3:]:
         assert argv[name][-2:] == ["--installer", "uv"], name
+    roundtrip = small["groups"]["roundtrip"]["ratios"]
+    assert [(r["a"], r["b"]) for r in roundtrip] == [(suite.ROUNDTRIP, suite.TAR_ROUNDTRIP)]
+    assert roundtrip[0]["median"] > 0
     disk = small["groups"]["unpack"]["disk"]
     assert disk["contender"] == "repro unpack --offline"
     assert len(disk["peak_bytes_runs"]) == 1 and disk["peak_bytes"] > 0
@@ -176,6 +180,7 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     for names in CONTENDERS.values():
         for name in names:
             assert f"`{name}`" in table
+    assert f"| `{suite.ROUNDTRIP}` / `{suite.TAR_ROUNDTRIP}` |" in table
     assert "| disk peak / venv:" in table and "| preflight need / venv:" in table
 
 
@@ -238,9 +243,9 @@ def test_preflight_need_is_read_from_the_disk_check(tmp_path: Path) -> None:
         preflight_need(odd, source="out-json")
 
 
-def test_disk_ratios_in_the_table() -> None:
+def test_disk_ratios_and_the_round_trip_pair_in_the_table() -> None:
     """unpack's disk against the venv's size (median and range of the runs' peaks; the
-    stated need), as the Markdown table prints it."""
+    stated need), and the round trip's paired ratio, as the Markdown table prints them."""
     disk = disk_facts("repro unpack --offline", [2_000_000_000, 4_000_000_000, 3_000_000_000],
                       1_000_000_000, 2_500_000_000, "1.0 GiB free at /w|x, about 2.3 GiB needed",
                       Path("/w|x"))  # fmt: skip
@@ -249,24 +254,38 @@ def test_disk_ratios_in_the_table() -> None:
     assert disk["preflight_need_over_venv"] == 2.5
     contender = {"name": "x", "runs_s": [1.0], "median_s": 1.0, "min_s": 1.0, "max_s": 1.0,
                  "spread_pct": 0.0, "peak_rss_mib": 1.0}  # fmt: skip
+    ratio = {"a": suite.ROUNDTRIP, "b": suite.TAR_ROUNDTRIP, "median": 1.25, "min": 1.2,
+             "max": 1.3}  # fmt: skip
     document = {
         "sizes": {
             "small": {
                 "facts": {"venv_bytes": 1e9, "venv_files": 10, "bundle_bytes": 1e9},
                 "machine": {"cores": 2, "load_average": [0.5]},
                 "hashlib_bytes_per_s": 1e9,
-                "groups": {"unpack": {"contenders": [contender], "ratios": [], "disk": disk}},
+                "groups": {
+                    "unpack": {"contenders": [contender], "ratios": [], "disk": disk},
+                    "roundtrip": {"contenders": [contender], "ratios": [ratio]},
+                },
                 "goals": [],
             }
         }
     }
     table = report.table(document).splitlines()
+    assert f"| `{suite.ROUNDTRIP}` / `{suite.TAR_ROUNDTRIP}` | 1.25 | 1.20-1.30 |" in table
     (peak,) = [line for line in table if line.startswith("| disk peak / venv:")]
     assert peak.endswith("| 3.00 (2.00-4.00) | 3.00 (2.00-4.00) |")
     (stated,) = [line for line in table if line.startswith("| preflight need / venv:")]
     assert "about 2.3 GiB needed" in stated and stated.endswith("| 2.50 | 2.50 |")
     # the path's "|" escaped: the row keeps its three cells
     assert "/w\\|x" in stated and len(re.split(r"(?<!\\)\|", stated)) == 5
+
+
+def test_a_failing_side_of_a_pipeline_fails_the_run() -> None:
+    """The round trip runs as one pipeline under pipefail: a pack that fails while unpack
+    exits 0 (or the reverse) is a failed run, not a fast one."""
+    for script in ("false | cat", "echo x | false"):
+        with pytest.raises(measure.BenchFailed, match="exit 1"):
+            measure.run_once(measure.Contender("pipe", suite._shell(script)))
 
 
 def test_repro_check_starts_without_importing_other_commands() -> None:
