@@ -22,7 +22,7 @@ from bench.envs import adopt_workspace, build_workspace, default_cache
 from bench.measure import rss_meter
 from repro.hashing import default_jobs
 
-GROUPS = ("check", "scan", "pack", "unpack", "scaling-pack", "scaling")
+GROUPS = ("check", "scan", "pack", "unpack", "roundtrip", "scaling-pack", "scaling")
 SCALING = ("scaling-pack", "scaling")
 
 
@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             result["groups"]["pack"] = suite.group_pack(setup, args.runs, warmup, _say, venv_pack)
         elif name == "unpack":
             result["groups"]["unpack"] = suite.group_unpack(setup, args.runs, warmup, _say)
+        elif name == "roundtrip":
+            result["groups"]["roundtrip"] = suite.group_roundtrip(setup, args.runs, warmup, _say)
         elif name == "scaling-pack":
             result["groups"][name] = suite.group_scaling_pack(
                 setup, args.runs, warmup, _say, max(args.scaling, 2)

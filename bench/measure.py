@@ -7,6 +7,9 @@ once). The contender runs under /usr/bin/time, not straight from this process, b
 child's ru_maxrss starts at its parent's high-water mark (fork and vfork share the
 parent's pages until exec): under Python every contender would read at least the
 harness's own ~40 MB.
+
+A contender given `disk` also has the peak disk used on that path's file system sampled
+during each run (bench/disk.py).
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.disk import DiskPeak
+
 
 @dataclass(frozen=True)
 class Contender:
-    """One command to time. `prepare` runs before each run (untimed), `cleanup` after."""
+    """One command to time. `prepare` runs before each run (untimed), `cleanup` after;
+    with `disk`, the peak disk used on that path's file system is sampled in each run."""
 
     name: str
     argv: tuple[str, ...]
@@ -34,12 +40,14 @@ class Contender:
     cleanup: Callable[[], None] | None = None
     ok_codes: tuple[int, ...] = (0,)
     env: dict[str, str] | None = None
+    disk: Path | None = None
 
 
 @dataclass(frozen=True)
 class Run:
     seconds: float
     max_rss_kib: int
+    disk_peak_bytes: int | None = None  # only for a contender given `disk`
 
 
 @dataclass
@@ -57,7 +65,8 @@ class Series:
     def summary(self) -> dict[str, object]:
         seconds = self.seconds
         rss = [run.max_rss_kib / 1024 for run in self.runs]
-        return {
+        disk = [run.disk_peak_bytes for run in self.runs if run.disk_peak_bytes is not None]
+        summary: dict[str, object] = {
             "name": self.name,
             "argv": list(self.argv),
             "runs_s": [round(s, 3) for s in seconds],
@@ -70,6 +79,9 @@ class Series:
             "peak_rss_mib_runs": [round(r, 1) for r in rss],
             "peak_rss_mib": round(max(rss), 1),
         }
+        if disk:
+            summary["disk_peak_bytes_runs"] = disk
+        return summary
 
 
 GNU_TIME = "/usr/bin/time"
@@ -114,9 +126,12 @@ class BenchFailed(RuntimeError):
 def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
     if contender.prepare is not None:
         contender.prepare()
+    sampler = DiskPeak(contender.disk) if contender.disk is not None else None
     try:
         rss_file = tempfile.NamedTemporaryFile(prefix="bench-rss-", delete=False)  # noqa: SIM115
         rss_file.close()
+        if sampler is not None:
+            sampler.start()
         started = time.perf_counter()
         process = subprocess.Popen(
             [*_meter(rss_file.name), *contender.argv],
@@ -137,6 +152,7 @@ def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
             reader.start()
             _, status, _ = os.wait4(process.pid, 0)
             elapsed = time.perf_counter() - started
+            disk_peak = sampler.stop() if sampler is not None else None
             process.returncode = os.waitstatus_to_exitcode(status)
             reader.join()
         finally:
@@ -148,8 +164,10 @@ def run_once(contender: Contender, *, timeout: float = 7200) -> Run:
             raise BenchFailed(
                 f"{contender.name}: exit {process.returncode}: {' '.join(contender.argv)}\n{tail}"
             )
-        return Run(elapsed, _read_rss(Path(rss_file.name)))
+        return Run(elapsed, _read_rss(Path(rss_file.name)), disk_peak)
     finally:
+        if sampler is not None:
+            sampler.close()
         if contender.cleanup is not None:
             contender.cleanup()
 

@@ -251,6 +251,33 @@ def merge(path: Path, size: str, size_result: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def _cell(text: str) -> str:
+    """`text` as one Markdown table cell (a path may hold a "|")."""
+    return text.replace("|", "\\|")
+
+
+def _disk_rows(result: dict[str, Any]) -> list[str]:
+    """unpack's disk (bench/disk.py): its sampled peak and preflight's stated need, in GB
+    and against the venv's allocated size."""
+    disk = result["groups"].get("unpack", {}).get("disk")
+    if not disk:
+        return []
+    venv = disk["venv_allocated_bytes"]
+    peaks = disk["peak_bytes_runs"]
+    over = disk["peak_over_venv"]
+    return [
+        "",
+        f"| unpack's disk (`{disk['contender']}`) | GB | / venv |",
+        "| --- | --- | --- |",
+        f"| venv, allocated (st_blocks x 512) | {venv / 1e9:.2f} | 1.00 |",
+        f"| disk peak / venv: statvfs used, peak less before, median (min-max) "
+        f"| {disk['peak_bytes'] / 1e9:.2f} ({min(peaks) / 1e9:.2f}-{max(peaks) / 1e9:.2f}) "
+        f"| {over['median']:.2f} ({over['min']:.2f}-{over['max']:.2f}) |",
+        f"| preflight need / venv: {_cell(disk['preflight_detail'])} "
+        f"| {disk['preflight_need_bytes'] / 1e9:.2f} | {disk['preflight_need_over_venv']:.2f} |",
+    ]
+
+
 def _fmt_s(item: dict[str, Any]) -> str:
     return f"{item['median_s']:.2f} ({item['min_s']:.2f}-{item['max_s']:.2f})"
 
@@ -296,6 +323,7 @@ def table(document: dict[str, Any]) -> str:
                     f"| `{ratio['a']}` / `{ratio['b']}` | {ratio['median']:.2f} | "
                     f"{ratio['min']:.2f}-{ratio['max']:.2f} |"
                 )
+        lines += _disk_rows(result)
         lines += ["", "| goal | measured | goal | met |", "| --- | --- | --- | --- |"]
         for goal in result["goals"]:
             met = {True: "yes", False: "**no**", None: "n/a"}[goal["met"]]

@@ -1,4 +1,8 @@
-"""The comparisons of issue 8 on one environment size, and the limits they are held to."""
+"""The comparisons of issues 8 and 23 on one environment size, and the limits they are held to.
+
+Over 400 lines: every group is one function here, next to the untimed inputs and the
+helpers they share, so that all contenders and their pairs read in one place.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import repro
+from bench.disk import allocated_bytes, disk_facts, preflight_need
 from bench.envs import Workspace, _run, scaled_copy, site_packages, tree_bytes
 from bench.measure import Contender, Series, alternate, paired_ratio
 from bench.report import (
@@ -29,6 +34,7 @@ from bench.report import (
     WRITE_CEILING,
 )
 from bench.synthetic import scaled_workspace
+from repro.errors import ReproError
 from repro.hashing import default_jobs
 
 Say = Callable[[str], None]
@@ -332,7 +338,24 @@ def group_pack(
     return _group("pack", contenders, runs, warmup, say, pairs=pairs)
 
 
+def _preflight_need(unpack: tuple[str, ...], fresh: Path, say: Say) -> tuple[int, str]:
+    """Preflight's stated need for `unpack` into `fresh`: one dry run, untimed."""
+    say("unpack: preflight's stated disk need (--dry-run --json, untimed)")
+    try:
+        stdout = _run([*unpack, "--dry-run", "--json"], timeout=3600)
+    finally:
+        _fresh(fresh)()
+    source = "repro unpack --dry-run --json"
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise ReproError(f"{source}: stdout is not JSON ({exc}): {stdout[:300]!r}") from exc
+    return preflight_need(report, source=source)
+
+
 def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
+    """Unpack against tar xf and pip; for the plain unpack also the disk it takes, against
+    the venv's size and against what its preflight says it needs (bench/disk.py)."""
     fresh = s.work / "fresh"
 
     def make_dir() -> None:
@@ -340,6 +363,9 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
 
     unpack = (*REPRO, "unpack", str(s.bundle), "--target", str(fresh), "--offline",
               "--no-smoke", "--cpu")  # fmt: skip
+    # the cold-cache contenders measure uv's cache, so they name uv: the default
+    # installer need not be uv
+    unpack_uv = (*unpack, "--installer", "uv")
     cold = s.work / "xdg-cold"
 
     def cold_cache() -> None:
@@ -350,7 +376,7 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
         _fresh(cold)()
 
     contenders = [
-        Contender("repro unpack --offline", unpack, cleanup=_fresh(fresh)),
+        Contender("repro unpack --offline", unpack, cleanup=_fresh(fresh), disk=s.work),
         Contender(
             "tar xf",
             ("tar", "xf", str(s.venv_tar), "-C", str(fresh)),
@@ -370,21 +396,57 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
         # so every wheel is unzipped, not linked from the cache the warm-up filled
         Contender(
             "repro unpack --offline, cold uv cache",
-            unpack,
+            unpack_uv,
             prepare=cold_cache,
             cleanup=cleanup_cold,
             env={**os.environ, "XDG_CACHE_HOME": str(cold)},
         ),
         Contender(
             UNPACK_COLD_DIRECT,
-            unpack,
+            unpack_uv,
             prepare=cold_cache,
             cleanup=cleanup_cold,
             env={**os.environ, "XDG_CACHE_HOME": str(cold), "REPRO_DIRECT_IO": "1"},
         ),
     ]
     pairs = [(0, 1), (0, 2), (3, 1), (3, 2), (4, 1), (4, 2)]
-    return _group("unpack", contenders, runs, warmup, say, pairs=pairs)
+    need, detail = _preflight_need(unpack, fresh, say)
+    venv_bytes = allocated_bytes(s.workspace.venv)
+    result = _group("unpack", contenders, runs, warmup, say, pairs=pairs)
+    first = result["contenders"][0]
+    result["disk"] = disk_facts(
+        first["name"], first["disk_peak_bytes_runs"], venv_bytes, need, detail, s.work
+    )
+    return result
+
+
+# no "|" in the names: they are cells of the Markdown table
+ROUNDTRIP = "repro pack -o - piped into repro unpack -"
+TAR_ROUNDTRIP = "tar cf - piped into tar xf -"
+
+
+def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
+    """The streamed round trip: pack of the workspace (the inputs of group_pack's
+    `--wheels all`) piped into unpack of a fresh target, against tar piped into tar of the
+    same venv. pipefail: either side failing fails the run."""
+    fresh = s.work / "roundtrip"
+    python = _q(Path(sys.executable))
+
+    def make_dir() -> None:
+        fresh.mkdir()
+
+    pack = f"{python} -m repro pack {_q(s.workspace.root)} -o - --version 1 --wheels all --offline"
+    unpack = f"{python} -m repro unpack - --target {_q(fresh)} --offline --no-smoke --cpu"
+    contenders = [
+        Contender(ROUNDTRIP, _shell(f"{pack} | {unpack}"), cleanup=_fresh(fresh)),
+        Contender(
+            TAR_ROUNDTRIP,
+            _shell(f"tar cf - -C {_q(s.workspace.root)} venv | tar xf - -C {_q(fresh)}"),
+            prepare=make_dir,
+            cleanup=_fresh(fresh),
+        ),
+    ]
+    return _group("roundtrip", contenders, runs, warmup, say, pairs=[(0, 1)])
 
 
 def group_scaling_pack(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:

@@ -8,15 +8,21 @@ results file and the Markdown table hold them all.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench import measure
+from bench import measure, report, suite
+from bench.disk import allocated_bytes, disk_facts, preflight_need
 from bench.measure import Run, Series, paired_ratio
 from bench.report import goals
+from repro.errors import ReproError
+from repro.install.preflight import check_disk
+from tests.test_preflight import info_with, inputs_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,6 +58,7 @@ CONTENDERS = {
         "repro unpack --offline, cold uv cache",
         "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1",
     ],
+    "roundtrip": ["repro pack -o - piped into repro unpack -", "tar cf - piped into tar xf -"],
     "scaling-pack": [
         "repro pack --wheels all --rehash 1x",
         "repro pack --wheels all --rehash 2x",
@@ -149,6 +156,23 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
         "first pack 2x / (tar cf + sha256sum 2x)",
         "check: 2x / 1x time per byte (info, medians)",
     }
+    # the cold-cache contenders measure uv's cache: they ask for uv; the plain one takes
+    # the default installer
+    argv = {item["name"]: item["argv"] for item in small["groups"]["unpack"]["contenders"]}
+    assert "--installer" not in argv["repro unpack --offline"]
+    for name in CONTENDERS["unpack"][3:]:
+        assert argv[name][-2:] == ["--installer", "uv"], name
+    roundtrip = small["groups"]["roundtrip"]["ratios"]
+    assert [(r["a"], r["b"]) for r in roundtrip] == [(suite.ROUNDTRIP, suite.TAR_ROUNDTRIP)]
+    assert roundtrip[0]["median"] > 0
+    disk = small["groups"]["unpack"]["disk"]
+    assert disk["contender"] == "repro unpack --offline"
+    assert len(disk["peak_bytes_runs"]) == 1 and disk["peak_bytes"] > 0
+    # the bundle is extracted and the venv installed on the work directory's file system
+    assert disk["peak_over_venv"]["median"] > 0.3
+    assert disk["venv_allocated_bytes"] > 100e6
+    assert "GiB needed" in disk["preflight_detail"]
+    assert disk["preflight_need_over_venv"] > 0.3
     scaled = small["groups"]["scaling-pack"]["payload"]
     assert scaled["copies"] == 2 and scaled["bytes"] > 1.8 * small["facts"]["venv_bytes"]
     table = md_path.read_text()
@@ -156,6 +180,112 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     for names in CONTENDERS.values():
         for name in names:
             assert f"`{name}`" in table
+    assert f"| `{suite.ROUNDTRIP}` / `{suite.TAR_ROUNDTRIP}` |" in table
+    assert "| disk peak / venv:" in table and "| preflight need / venv:" in table
+
+
+def test_disk_peak_of_a_real_child(tmp_path: Path) -> None:
+    """The sampled peak sees a file that a child writes and removes again before it exits
+    (the last sample, after the exit, would not); without `disk` nothing is sampled."""
+    size = 64 << 20
+    write = (
+        "import os, sys, time\n"
+        "path = sys.argv[1]\n"
+        "with open(path, 'wb') as f:\n"
+        "    f.write(os.urandom(1 << 20) * 64); f.flush(); os.fsync(f.fileno())\n"
+        "time.sleep(0.5)\n"
+        "os.unlink(path)\n"
+    )
+    argv = (sys.executable, "-c", write, str(tmp_path / "blob"))
+    # the floor leaves room for what other writers free on a shared machine meanwhile
+    run = measure.run_once(measure.Contender("write", argv, disk=tmp_path))
+    assert run.disk_peak_bytes is not None and run.disk_peak_bytes >= size * 3 // 4
+    assert not (tmp_path / "blob").exists()
+    series = Series("write", argv, [run])
+    assert series.summary()["disk_peak_bytes_runs"] == [run.disk_peak_bytes]
+    plain = measure.run_once(measure.Contender("write", argv))
+    assert plain.disk_peak_bytes is None
+    assert "disk_peak_bytes_runs" not in Series("write", argv, [plain]).summary()
+
+
+def test_allocated_bytes_is_what_du_counts(tmp_path: Path) -> None:
+    """Blocks, not apparent sizes (a sparse file counts what it holds), hard links once,
+    links not followed: the number `du -s -B1` prints for the same tree."""
+    tree = tmp_path / "venv"
+    (tree / "lib").mkdir(parents=True)
+    data = tree / "lib" / "data.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    os.link(data, tree / "lib" / "again.bin")
+    (tree / "lib" / "link").symlink_to(tmp_path)  # outside the tree: not followed
+    with (tree / "sparse").open("wb") as sparse:
+        sparse.truncate(100 << 20)
+    du = subprocess.run(
+        ["du", "-s", "-B1", str(tree)], capture_output=True, text=True, check=True, timeout=60
+    )
+    counted = allocated_bytes(tree)
+    assert counted == int(du.stdout.split()[0])
+    assert 1 << 20 <= counted < 2 << 20
+
+
+def test_preflight_need_is_read_from_the_disk_check(tmp_path: Path) -> None:
+    """The stated need as preflight's own check_disk words it, and a clear error naming the
+    source where the report has no such check or words it otherwise."""
+    need = int(2.26 * 2**30)
+    check = check_disk(
+        inputs_for(info_with(), tmp_path / "t", install_bytes=need), free=lambda _: 10 << 30
+    )
+    report_json = {"preflight": {"checks": [check.to_json()]}}
+    assert preflight_need(report_json, source="out-json") == (round(2.3 * 2**30), check.detail)
+    with pytest.raises(ReproError, match="out-json: the report has no preflight check named"):
+        preflight_need({"preflight": None}, source="out-json")
+    odd = {"preflight": {"checks": [{"name": "disk", "detail": "plenty"}]}}
+    with pytest.raises(ReproError, match="out-json: preflight's disk check says no"):
+        preflight_need(odd, source="out-json")
+
+
+def test_disk_ratios_and_the_round_trip_pair_in_the_table() -> None:
+    """unpack's disk against the venv's size (median and range of the runs' peaks; the
+    stated need), and the round trip's paired ratio, as the Markdown table prints them."""
+    disk = disk_facts("repro unpack --offline", [2_000_000_000, 4_000_000_000, 3_000_000_000],
+                      1_000_000_000, 2_500_000_000, "1.0 GiB free at /w|x, about 2.3 GiB needed",
+                      Path("/w|x"))  # fmt: skip
+    assert disk["peak_bytes"] == 3_000_000_000
+    assert disk["peak_over_venv"] == {"median": 3.0, "min": 2.0, "max": 4.0}
+    assert disk["preflight_need_over_venv"] == 2.5
+    contender = {"name": "x", "runs_s": [1.0], "median_s": 1.0, "min_s": 1.0, "max_s": 1.0,
+                 "spread_pct": 0.0, "peak_rss_mib": 1.0}  # fmt: skip
+    ratio = {"a": suite.ROUNDTRIP, "b": suite.TAR_ROUNDTRIP, "median": 1.25, "min": 1.2,
+             "max": 1.3}  # fmt: skip
+    document = {
+        "sizes": {
+            "small": {
+                "facts": {"venv_bytes": 1e9, "venv_files": 10, "bundle_bytes": 1e9},
+                "machine": {"cores": 2, "load_average": [0.5]},
+                "hashlib_bytes_per_s": 1e9,
+                "groups": {
+                    "unpack": {"contenders": [contender], "ratios": [], "disk": disk},
+                    "roundtrip": {"contenders": [contender], "ratios": [ratio]},
+                },
+                "goals": [],
+            }
+        }
+    }
+    table = report.table(document).splitlines()
+    assert f"| `{suite.ROUNDTRIP}` / `{suite.TAR_ROUNDTRIP}` | 1.25 | 1.20-1.30 |" in table
+    (peak,) = [line for line in table if line.startswith("| disk peak / venv:")]
+    assert peak.endswith("| 3.00 (2.00-4.00) | 3.00 (2.00-4.00) |")
+    (stated,) = [line for line in table if line.startswith("| preflight need / venv:")]
+    assert "about 2.3 GiB needed" in stated and stated.endswith("| 2.50 | 2.50 |")
+    # the path's "|" escaped: the row keeps its three cells
+    assert "/w\\|x" in stated and len(re.split(r"(?<!\\)\|", stated)) == 5
+
+
+def test_a_failing_side_of_a_pipeline_fails_the_run() -> None:
+    """The round trip runs as one pipeline under pipefail: a pack that fails while unpack
+    exits 0 (or the reverse) is a failed run, not a fast one."""
+    for script in ("false | cat", "echo x | false"):
+        with pytest.raises(measure.BenchFailed, match="exit 1"):
+            measure.run_once(measure.Contender("pipe", suite._shell(script)))
 
 
 def test_repro_check_starts_without_importing_other_commands() -> None:

@@ -4,6 +4,9 @@
 #
 #   bash bench/gpu/harness.sh OUTDIR [bench options...]
 #     e.g.  bash bench/gpu/harness.sh "$OUT" --only check --only scan --runs 5
+#           bash bench/gpu/harness.sh "$OUT" --only unpack --only roundtrip --runs 3
+# Groups: check, scan, pack, unpack (with its disk peak and preflight's need), roundtrip
+# (pack -o - | unpack -, against tar | tar), scaling-pack and scaling (with --scaling N).
 #
 # repro's missing dependencies and venv-pack travel as wheels in .whl/ (bench/gpu/README.md).
 # A results file already in bench/results/ under the same name (--machine-name, default
