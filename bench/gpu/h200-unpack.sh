@@ -5,7 +5,9 @@
 # Each command runs after a `sync`, into a target removed before; its wall time and the
 # peak of the file system's used bytes above the start (diskpeak.py) are one JSON line
 # of OUTDIR/runs.jsonl. LADDER=1: one more unpack with the ladder, its report kept;
-# UV=0 leaves out the unpack by uv with a cold cache.
+# UV=0 leaves out the unpack by uv with a cold cache, UNPACK=0 unpack and `tar xf`,
+# STREAM=0 the streamed round trips; FLOOR=1 adds the streamed round trip up to the
+# install (`unpack - --dry-run`: received, verified, preflight passed).
 set -u
 out="${1:?usage: h200-unpack.sh OUTDIR [ROUNDS]}"
 rounds="${2:-3}"
@@ -36,12 +38,21 @@ R="python3 -m repro"
 U="${UNPACK_ARGS:-}"  # e.g. --cpu where no GPU is
 for round in $(seq "$rounds"); do
     echo "--- round $round"
-    measure "repro unpack --offline --no-smoke" \
-        "$R unpack /tmp/b/oldbox-1.tar --target $SRV/u --offline --no-smoke $U --json > $out/unpack.json"
-    measure "tar xf" "tar xf /tmp/venv.tar -C $SRV/x"
-    measure "repro pack -o - | repro unpack -" \
-        "$R pack /tmp/oldbox --wheels all --offline --version 1 -o - 2>/dev/null | $R unpack - --target $SRV/s --offline --no-smoke $U > /dev/null"
-    measure "tar cf - | tar xf -" "tar cf - -C /tmp/oldbox venv | tar xf - -C $SRV/y"
+    if [ "${UNPACK:-1}" = 1 ]; then
+        measure "repro unpack --offline --no-smoke" \
+            "$R unpack /tmp/b/oldbox-1.tar --target $SRV/u --offline --no-smoke $U --json > $out/unpack.json"
+        measure "tar xf" "tar xf /tmp/venv.tar -C $SRV/x"
+    fi
+    if [ "${STREAM:-1}" = 1 ]; then
+        measure "repro pack -o - | repro unpack -" \
+            "$R pack /tmp/oldbox --wheels all --offline --version 1 -o - 2>/dev/null | $R unpack - --target $SRV/s --offline --no-smoke $U > /dev/null"
+        measure "tar cf - | tar xf -" "tar cf - -C /tmp/oldbox venv | tar xf - -C $SRV/y"
+    fi
+    if [ "${FLOOR:-0}" = 1 ]; then
+        # the streamed round trip up to the install: received, verified, preflight passed
+        measure "repro pack -o - | repro unpack - --dry-run" \
+            "$R pack /tmp/oldbox --wheels all --offline --version 1 -o - 2>/dev/null | $R unpack - --target $SRV/s --offline --no-smoke $U --dry-run > /dev/null"
+    fi
     if [ "${UV:-1}" = 1 ]; then
         measure "repro unpack --offline --no-smoke --installer uv, cold uv cache" \
             "$R unpack /tmp/b/oldbox-1.tar --target $SRV/u --offline --no-smoke $U --installer uv > /dev/null"
@@ -79,18 +90,26 @@ for label, group in by.items():
     print(f"{label}: median {statistics.median(walls):.2f} s {walls}, "
           f"disk peak {max(peaks) / venv:.2f}x the venv, exit {[r['rc'] for r in group]}")
 m = {k: v["median_s"] for k, v in summary["groups"].items()}
-ratios = {
-    "unpack / tar xf": m["repro unpack --offline --no-smoke"] / m["tar xf"],
-    "streamed round trip / tar cf - | tar xf -":
-        m["repro pack -o - | repro unpack -"] / m["tar cf - | tar xf -"],
-}
+ratios = {}
+if "tar xf" in m:
+    ratios["unpack / tar xf"] = m["repro unpack --offline --no-smoke"] / m["tar xf"]
+if "tar cf - | tar xf -" in m:
+    ratios["streamed round trip / tar cf - | tar xf -"] = (
+        m["repro pack -o - | repro unpack -"] / m["tar cf - | tar xf -"])
+floor = "repro pack -o - | repro unpack - --dry-run"
+if floor in m and "tar cf - | tar xf -" in m:
+    ratios["streamed to verified staging / tar cf - | tar xf -"] = (
+        m[floor] / m["tar cf - | tar xf -"])
 uv = "repro unpack --offline --no-smoke --installer uv, cold uv cache"
 if uv in m:
     ratios["unpack with uv, cold cache / tar xf"] = m[uv] / m["tar xf"]
 for name, value in ratios.items():
     print(f"{name}: {value:.2f}x")
 summary["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
-report = json.load(open(f"{out}/unpack.json"))
+try:
+    report = json.load(open(f"{out}/unpack.json"))
+except (OSError, ValueError):
+    report = {}
 need = [c for c in report.get("preflight", {}).get("checks", []) if c["name"] == "disk"]
 summary["preflight_disk"] = need[0]["detail"] if need else None
 print("preflight:", summary["preflight_disk"])
