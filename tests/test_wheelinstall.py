@@ -158,6 +158,15 @@ def test_a_long_interpreter_path_gets_the_sh_trampoline(tmp_path: Path) -> None:
     assert (run.returncode, run.stdout) == (0, "ran\n")
 
 
+def nothing_of_demo_in(venv: Path) -> bool:
+    """True when no file of the demo wheel reached the venv."""
+    scheme = scheme_of(venv)
+    return (
+        not any(path.name.startswith("demo") for path in (scheme.purelib.iterdir()))
+        and not (scheme.scripts / "demo-cli").exists()
+    )
+
+
 @pytest.mark.parametrize(
     "member",
     ["../escape.py", "/abs/path.py", "demo/../../escape.py", "demo\\..\\x.py", "demo/./x.py"],
@@ -169,19 +178,35 @@ def test_a_member_that_could_leave_its_directory_is_refused(
     with pytest.raises(InstallError, match="is not a safe relative path"):
         install_wheel(wheel, scheme_of(venv))
     assert not (tmp_path / "escape.py").exists()
+    # the good member before the bad one was not written either
+    assert nothing_of_demo_in(venv)
 
 
 def test_a_symlink_member_and_an_unknown_scheme_are_refused(tmp_path: Path, venv: Path) -> None:
     link = make_wheel(
-        tmp_path, files={"demo/link": b"/etc/shadow"}, modes={"demo/link": stat.S_IFLNK | 0o777}
+        tmp_path,
+        files={"demo/__init__.py": b"", "demo/link": b"/etc/shadow"},
+        modes={"demo/link": stat.S_IFLNK | 0o777},
     )
     with pytest.raises(InstallError, match="is a symbolic link"):
         install_wheel(link, scheme_of(venv))
+    assert nothing_of_demo_in(venv)
     other = tmp_path / "other"
     other.mkdir()
-    odd = make_wheel(other, files={"demo-1.0.data/etc/passwd": b"x"})
+    odd = make_wheel(other, files={"demo/__init__.py": b"", "demo-1.0.data/etc/passwd": b"x"})
     with pytest.raises(InstallError, match="unknown scheme"):
         install_wheel(odd, scheme_of(venv))
+    assert nothing_of_demo_in(venv)
+
+
+def test_a_bad_entry_point_refuses_the_wheel_before_any_file(tmp_path: Path, venv: Path) -> None:
+    wheel = make_wheel(
+        tmp_path, entry_points="[console_scripts]\ndemo-cli = demo:main\n../escape = demo:main\n"
+    )
+    with pytest.raises(InstallError, match="bad entry point"):
+        install_wheel(wheel, scheme_of(venv))
+    assert nothing_of_demo_in(venv)
+    assert not (venv / "escape").exists()
 
 
 def test_choose_wheels_takes_the_pins_version_and_a_tag_this_python_takes(

@@ -223,30 +223,41 @@ def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
             rel = os.path.relpath(path, root_dir).replace(os.sep, "/")
             record.append((rel, record_hash(content), str(len(content))))
 
+        # every member and entry point is judged before the first byte is written: a
+        # refused wheel leaves nothing of itself in the venv
+        plan: list[tuple[zipfile.ZipInfo, str, str, bool]] = []
         for info in infos:
             member = info.filename
             if member.endswith("/") or member == f"{dist_info}/RECORD":
                 continue  # directories are made as needed; RECORD is written anew below
             parts = _safe_parts(member, wheel)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
+            if stat.S_ISLNK(info.external_attr >> 16):
                 raise InstallError(f"{wheel.name}: member {member!r} is a symbolic link")
             if parts[0] == data_dir:
                 if len(parts) < 3 or parts[1] not in _SCHEME_KEYS:
                     raise InstallError(f"{wheel.name}: {member!r}: unknown scheme")
                 rest = "/".join(parts[2:])
                 dest = os.path.join(bases[parts[1]], rest)
-                rel = f"{from_root[parts[1]]}/{rest}"
-                if parts[1] == "scripts":
-                    content = archive.read(info)
-                    if content.startswith(b"#!python"):
-                        content = shebang(scheme.python) + content.partition(b"\n")[2]
-                    generated(dest, content, True)
-                    written += len(content)
-                    continue
+                plan.append((info, dest, f"{from_root[parts[1]]}/{rest}", parts[1] == "scripts"))
             else:
-                dest, rel = os.path.join(root_dir, member), member
-            fd = _open_new(dest, bool(mode & 0o111), made)
+                plan.append((info, os.path.join(root_dir, member), member, False))
+        scripts: list[tuple[str, str, str]] = []
+        entry_points = f"{dist_info}/entry_points.txt"
+        if entry_points in archive.NameToInfo:
+            for script, module, attrs in _entry_points(archive.read(entry_points)):
+                if not script or "/" in script or not module or not attrs:
+                    raise InstallError(f"{wheel.name}: bad entry point {script!r}")
+                scripts.append((script, module, attrs))
+
+        for info, dest, rel, is_script in plan:
+            if is_script:
+                content = archive.read(info)
+                if content.startswith(b"#!python"):
+                    content = shebang(scheme.python) + content.partition(b"\n")[2]
+                generated(dest, content, True)
+                written += len(content)
+                continue
+            fd = _open_new(dest, bool((info.external_attr >> 16) & 0o111), made)
             try:
                 if info.compress_type == zipfile.ZIP_STORED:
                     offset = _data_offset(fd_src, info, wheel)
@@ -257,18 +268,14 @@ def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
                             os.write(fd, chunk)
             finally:
                 os.close(fd)
-            digest, size = listed.get(member, ("", ""))
+            digest, size = listed.get(info.filename, ("", ""))
             record.append((rel, digest, size or str(info.file_size)))
             written += info.file_size
-        entry_points = f"{dist_info}/entry_points.txt"
-        if entry_points in archive.NameToInfo:
-            for script, module, attrs in _entry_points(archive.read(entry_points)):
-                if not script or "/" in script or not module or not attrs:
-                    raise InstallError(f"{wheel.name}: bad entry point {script!r}")
-                head = attrs.partition(".")[0]
-                body = _ENTRY_POINT_SCRIPT.format(module=module, head=head, call=attrs)
-                content = shebang(scheme.python) + body.encode()
-                generated(os.path.join(bases["scripts"], script), content, True)
+        for script, module, attrs in scripts:
+            head = attrs.partition(".")[0]
+            body = _ENTRY_POINT_SCRIPT.format(module=module, head=head, call=attrs)
+            content = shebang(scheme.python) + body.encode()
+            generated(os.path.join(bases["scripts"], script), content, True)
         info_dir = os.path.join(root_dir, dist_info)
         for extra, content in (("INSTALLER", f"{INSTALLER_NAME}\n".encode()), ("REQUESTED", b"")):
             generated(os.path.join(info_dir, extra), content, False)
