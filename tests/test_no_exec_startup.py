@@ -5,9 +5,9 @@ A real workspace (a venv with six and a local wheel that carries a `.pth`) packe
 real `repro pack`, so the vault wheel with the `.pth` is pack's own; then the bundle is
 edited and re-manifested to add a hand patch that is a second `.pth`. Each `.pth` appends
 its tag and the argv of the process that ran it to `startup-ran.log` in the venv it runs
-in. Unpacked with `--no-exec` (both installers), verified, unpatched and unpacked again:
-the log never appears. The same bundle unpacked without `--no-exec` shows the mechanism
-works, and where it runs: in the smoke rungs only, never in repro's own calls.
+in. Unpacked with `--no-exec` (each installer: vault, uv, pip), verified, unpatched and
+unpacked again: the log never appears. The same bundle unpacked without `--no-exec`
+shows the mechanism works, and where it runs: in the smoke rungs only, never in repro's own calls.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("noexec-startup")
     wheel = build_local_wheel(root / "wheel", extra={WHEEL_PTH: _hook("wheel")})
     workspace = build_workspace(root / "ws", find_python("3.11"), ["six==1.16.0", str(wheel)])
-    packed = pack(workspace, root / "bundles", "1")
+    # --wheels all: the vault covers the lock, so the vault installer can take it too
+    packed = pack(workspace, root / "bundles", "1", "--wheels", "all")
     with tarfile.open(packed) as archive:
         archive.extractall(root / "extracted", filter="data")
     (tree,) = (root / "extracted").iterdir()
@@ -77,7 +78,7 @@ def _log(target: Path) -> Path:
     return unpacked_venv(target) / LOG
 
 
-@pytest.mark.parametrize("installer", ["uv", "pip"])
+@pytest.mark.parametrize("installer", ["vault", "uv", "pip"])
 def test_no_exec_runs_no_pth_of_the_bundle(bundle: Path, tmp_path: Path, installer: str) -> None:
     target = tmp_path / "target"
     argv = ("unpack", str(bundle), "--target", str(target), "--cpu", "--installer", installer)
@@ -190,6 +191,27 @@ def test_no_exec_builds_no_source_distribution(tmp_path: Path, installer: str) -
     # The control: without --no-exec the installer imports the bundle's backend.
     proc = run_repro(*argv, "--target", str(tmp_path / "b"))
     assert marker.is_file(), proc.stderr.decode()
+
+
+def test_the_vault_installer_never_builds_a_source_distribution(tmp_path: Path) -> None:
+    """Without --no-exec too: repro's own installer takes wheels only, so a pin the vault
+    holds only as a source distribution fails the install, naming it, and nothing runs."""
+    marker = tmp_path / "backend-ran"
+    tree = make_bundle_tree(
+        tmp_path / "src",
+        files={
+            "env/requirements.lock": b"reprobuild==1.0\n",
+            "env/wheels/reprobuild-1.0.tar.gz": _sdist(marker),
+        },
+    )
+    bundle = archive_tree(tree, tmp_path / "sdist.tar")
+    target = tmp_path / "a"
+    argv = ("unpack", str(bundle), "--cpu", "--offline", "--installer", "vault", "--no-smoke")
+    proc = run_repro(*argv, "--target", str(target))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert "no wheel this Python takes for 1 pin(s): reprobuild==1.0" in err, err
+    assert not marker.exists()
 
 
 def test_the_edited_bundle_is_still_one_check_passes(bundle: Path) -> None:
