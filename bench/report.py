@@ -17,6 +17,11 @@ PACK_REHASH = "repro pack --wheels all --rehash"  # a first pack: no scan cache
 PACK_NONE = "repro pack --wheels none --rehash"
 OLD_PACK_NONE = "repro pack --wheels none"  # results files before 2026-12-01 (evening)
 UNPACK_COLD_DIRECT = "repro unpack --offline, cold uv cache, REPRO_DIRECT_IO=1"
+UNPACK_WARM_UV = "repro unpack --offline --installer uv, its cache as it is"
+# no "|" in the names: they are cells of the Markdown table
+ROUNDTRIP = "repro pack -o - piped into repro unpack -"
+TAR_ROUNDTRIP = "tar cf - piped into tar xf -"
+ROUNDTRIP_STAGED = "the same, up to the install (unpack - --dry-run)"
 
 RSS_GOAL_MIB = 150.0
 
@@ -128,6 +133,7 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
         add("first pack (--rehash) / (tar cf + sha256sum)", r, "<= 1.0", _at_most(r, 1.0))
         r = _ratio(groups["pack"], PACK_REHASH, "venv-pack --format tar")
         add("first pack (--rehash) / venv-pack", r, "<= 0.5", _at_most(r, 0.5))
+    judged: list[tuple[str, float | None, str, float | None]] = []
     if "unpack" in groups:
         for name, label in (
             ("repro unpack --offline", "unpack"),
@@ -140,6 +146,40 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
             r = _ratio(groups["unpack"], name, "venv + pip install --no-index")
             if r is not None:
                 add(f"{label}: speed-up over pip", 1 / r, ">= 3x", 1 / r >= 3)
+        disk = groups["unpack"].get("disk") or {}
+        judged += [
+            (
+                "unpack / unpack by uv, its cache as it is (info)",
+                _ratio(groups["unpack"], "repro unpack --offline", UNPACK_WARM_UV),
+                "-",
+                None,
+            ),
+            (
+                "unpack's disk peak / venv",
+                (disk.get("peak_over_venv") or {}).get("median"),
+                "<= 1.2",
+                1.2,
+            ),
+            ("unpack's preflight need / venv", disk.get("preflight_need_over_venv"), "<= 1.2", 1.2),
+        ]
+    if "roundtrip" in groups:
+        judged += [
+            (
+                "streamed round trip / tar pipe",
+                _ratio(groups["roundtrip"], ROUNDTRIP, TAR_ROUNDTRIP),
+                "<= 1.0",
+                1.0,
+            ),
+            (
+                "streamed round trip up to the install / tar pipe (info)",
+                _ratio(groups["roundtrip"], ROUNDTRIP_STAGED, TAR_ROUNDTRIP),
+                "-",
+                None,
+            ),
+        ]
+    for what, value, goal, bound in judged:
+        if value is not None:  # results files from before these were measured
+            add(what, value, goal, None if bound is None else _at_most(value, bound))
     found += _scaling_goals(size_result)
     for group_name, contender in (
         ("pack", "repro pack --wheels all"),

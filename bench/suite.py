@@ -30,7 +30,11 @@ from bench.report import (
     PACK_PAGE_CACHE,
     PACK_REHASH,
     READ_HASH,
+    ROUNDTRIP,
+    ROUNDTRIP_STAGED,
+    TAR_ROUNDTRIP,
     UNPACK_COLD_DIRECT,
+    UNPACK_WARM_UV,
     WRITE_CEILING,
 )
 from bench.synthetic import scaled_workspace
@@ -408,8 +412,11 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
             cleanup=cleanup_cold,
             env={**os.environ, "XDG_CACHE_HOME": str(cold), "REPRO_DIRECT_IO": "1"},
         ),
+        # uv with the cache the warm-up (or the run before) filled: the vault installer's
+        # own rival on a box that installed these wheels before
+        Contender(UNPACK_WARM_UV, unpack_uv, cleanup=_fresh(fresh)),
     ]
-    pairs = [(0, 1), (0, 2), (3, 1), (3, 2), (4, 1), (4, 2)]
+    pairs = [(0, 1), (0, 2), (3, 1), (3, 2), (4, 1), (4, 2), (0, 5), (0, 3), (5, 1)]
     need, detail = _preflight_need(unpack, fresh, say)
     venv_bytes = allocated_bytes(s.workspace.venv)
     result = _group("unpack", contenders, runs, warmup, say, pairs=pairs)
@@ -418,11 +425,6 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
         first["name"], first["disk_peak_bytes_runs"], venv_bytes, need, detail, s.work
     )
     return result
-
-
-# no "|" in the names: they are cells of the Markdown table
-ROUNDTRIP = "repro pack -o - piped into repro unpack -"
-TAR_ROUNDTRIP = "tar cf - piped into tar xf -"
 
 
 def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
@@ -445,8 +447,11 @@ def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, An
             prepare=make_dir,
             cleanup=_fresh(fresh),
         ),
+        # the floor of a round trip that verifies before it installs: the bundle received
+        # into staging, verified, the preflight passed; nothing installed
+        Contender(ROUNDTRIP_STAGED, _shell(f"{pack} | {unpack} --dry-run"), cleanup=_fresh(fresh)),
     ]
-    return _group("roundtrip", contenders, runs, warmup, say, pairs=[(0, 1)])
+    return _group("roundtrip", contenders, runs, warmup, say, pairs=[(0, 1), (2, 1)])
 
 
 def group_scaling_pack(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:
