@@ -173,8 +173,8 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
         assert argv[name][-2:] == ["--installer", "uv"], name
     roundtrip = small["groups"]["roundtrip"]["ratios"]
     assert [(r["a"], r["b"]) for r in roundtrip] == [
-        (suite.ROUNDTRIP, suite.TAR_ROUNDTRIP),
-        (suite.ROUNDTRIP_STAGED, suite.TAR_ROUNDTRIP),
+        (report.ROUNDTRIP, report.TAR_ROUNDTRIP),
+        (report.ROUNDTRIP_STAGED, report.TAR_ROUNDTRIP),
     ]
     assert all(r["median"] > 0 for r in roundtrip)
     disk = small["groups"]["unpack"]["disk"]
@@ -192,7 +192,7 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     for names in CONTENDERS.values():
         for name in names:
             assert f"`{name}`" in table
-    assert f"| `{suite.ROUNDTRIP}` / `{suite.TAR_ROUNDTRIP}` |" in table
+    assert f"| `{report.ROUNDTRIP}` / `{report.TAR_ROUNDTRIP}` |" in table
     assert "| disk peak / venv:" in table and "| preflight need / venv:" in table
 
 
@@ -266,7 +266,7 @@ def test_disk_ratios_and_the_round_trip_pair_in_the_table() -> None:
     assert disk["preflight_need_over_venv"] == 2.5
     contender = {"name": "x", "runs_s": [1.0], "median_s": 1.0, "min_s": 1.0, "max_s": 1.0,
                  "spread_pct": 0.0, "peak_rss_mib": 1.0}  # fmt: skip
-    ratio = {"a": suite.ROUNDTRIP, "b": suite.TAR_ROUNDTRIP, "median": 1.25, "min": 1.2,
+    ratio = {"a": report.ROUNDTRIP, "b": report.TAR_ROUNDTRIP, "median": 1.25, "min": 1.2,
              "max": 1.3}  # fmt: skip
     document = {
         "sizes": {
@@ -283,7 +283,7 @@ def test_disk_ratios_and_the_round_trip_pair_in_the_table() -> None:
         }
     }
     table = report.table(document).splitlines()
-    assert f"| `{suite.ROUNDTRIP}` / `{suite.TAR_ROUNDTRIP}` | 1.25 | 1.20-1.30 |" in table
+    assert f"| `{report.ROUNDTRIP}` / `{report.TAR_ROUNDTRIP}` | 1.25 | 1.20-1.30 |" in table
     (peak,) = [line for line in table if line.startswith("| disk peak / venv:")]
     assert peak.endswith("| 3.00 (2.00-4.00) | 3.00 (2.00-4.00) |")
     (stated,) = [line for line in table if line.startswith("| preflight need / venv:")]
