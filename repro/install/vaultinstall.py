@@ -22,6 +22,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from repro.bundle import layout
 from repro.errors import InstallError
 from repro.hashing import sha256_file
 from repro.install.targetsite import run_no_site
@@ -193,7 +194,7 @@ def install_from_vault(
             digest = sha256_file(wheel)
             if digest not in hashes.get(pin, ()):
                 raise InstallError(
-                    f"{wheel}: sha256 {digest} is not the one env/vault.toml lists for {pin}",
+                    f"{wheel}: sha256 {digest} is not the one {layout.VAULT_TOML} lists for {pin}",
                     hint="the kept bundle was changed after it was verified; run unpack "
                     "again with the bundle (--replace rebuilds the target)",
                 )
