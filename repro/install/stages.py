@@ -5,6 +5,10 @@ models -> ladder. Each stage returns what it did as a frozen `StageResult` (or, 
 preflight, its report); `repro.install.unpack` runs them in order under the target's
 lock and records each (repro.install.report). A stage tells its caller what it is
 doing through `StageInputs.events`; it never touches the report or state.toml.
+
+Over 400 lines on purpose: every stage is here, so their order and what each hands the
+next read top to bottom; the work of each lives in its own module (installer,
+vaultinstall, patching, workspace, services, models, smoke).
 """
 
 from __future__ import annotations
