@@ -38,9 +38,12 @@ options:
     type: bool
     default: false
   installer:
-    description: Which installer builds the venv.
+    description:
+      - Which installer builds the venv (repro unpack --installer).
+      - C(auto) takes the bundle's own wheels (C(vault)) where they cover every pin, else
+        uv where it is installed, else pip-sync.
     type: str
-    choices: [auto, uv, pip]
+    choices: [auto, vault, uv, pip]
     default: auto
   models:
     description: Where model weights live on the host (repro unpack --models).
@@ -191,7 +194,7 @@ def main():
             bundle=dict(type="str", required=True),
             target=dict(type="path", required=True),
             offline=dict(type="bool", default=False),
-            installer=dict(type="str", default="auto", choices=["auto", "uv", "pip"]),
+            installer=dict(type="str", default="auto", choices=["auto", "vault", "uv", "pip"]),
             models=dict(type="path"),
             allowed_signers=dict(type="path"),
             identity=dict(type="str"),
