@@ -4,8 +4,8 @@ A team rebuilds its own kernel wheel at the same version (`tinykern 0.1`, publis
 no index) and packs again. uv caches a `--find-links` wheel by its directory and file
 name and, seen with uv 0.13, serves the cached copy after the file changed: a target
 unpacked again at the same path (a redeploy, a reused directory) would get the old
-build with exit 0. Both bundles are unpacked at one path with one uv cache and both
-installers; each time the installed module is the one packed.
+build with exit 0. Both bundles are unpacked at one path with one uv cache and each of the
+installers (vault, uv, pip); each time the installed module is the one packed.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.parametrize("installer", ["uv", "pip"])
+@pytest.mark.parametrize("installer", ["vault", "uv", "pip"])
 def test_a_rebuilt_wheel_of_the_same_version_is_installed_not_the_cached_one(
     bundles: dict[str, Path], tmp_path: Path, installer: str
 ) -> None:
