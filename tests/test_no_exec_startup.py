@@ -170,8 +170,8 @@ def _sdist(marker: Path) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("installer", ["uv", "pip"])
-def test_no_exec_builds_no_source_distribution(tmp_path: Path, installer: str) -> None:
+def _sdist_bundle(tmp_path: Path) -> tuple[Path, Path]:
+    """A bundle whose one pin the vault holds only as `_sdist`, and that sdist's marker."""
     marker = tmp_path / "backend-ran"
     tree = make_bundle_tree(
         tmp_path / "src",
@@ -180,7 +180,12 @@ def test_no_exec_builds_no_source_distribution(tmp_path: Path, installer: str) -
             "env/wheels/reprobuild-1.0.tar.gz": _sdist(marker),
         },
     )
-    bundle = archive_tree(tree, tmp_path / "sdist.tar")
+    return archive_tree(tree, tmp_path / "sdist.tar"), marker
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_no_exec_builds_no_source_distribution(tmp_path: Path, installer: str) -> None:
+    bundle, marker = _sdist_bundle(tmp_path)
     argv = ("unpack", str(bundle), "--cpu", "--offline", "--installer", installer, "--no-smoke")
     proc = run_repro(*argv, "--target", str(tmp_path / "a"), "--no-exec")
     err = proc.stderr.decode()
@@ -196,15 +201,7 @@ def test_no_exec_builds_no_source_distribution(tmp_path: Path, installer: str) -
 def test_the_vault_installer_never_builds_a_source_distribution(tmp_path: Path) -> None:
     """Without --no-exec too: repro's own installer takes wheels only, so a pin the vault
     holds only as a source distribution fails the install, naming it, and nothing runs."""
-    marker = tmp_path / "backend-ran"
-    tree = make_bundle_tree(
-        tmp_path / "src",
-        files={
-            "env/requirements.lock": b"reprobuild==1.0\n",
-            "env/wheels/reprobuild-1.0.tar.gz": _sdist(marker),
-        },
-    )
-    bundle = archive_tree(tree, tmp_path / "sdist.tar")
+    bundle, marker = _sdist_bundle(tmp_path)
     target = tmp_path / "a"
     argv = ("unpack", str(bundle), "--cpu", "--offline", "--installer", "vault", "--no-smoke")
     proc = run_repro(*argv, "--target", str(target))
