@@ -26,6 +26,10 @@ from repro.errors import ArchiveError, UsageError
 if TYPE_CHECKING:
     from repro.bundle.manifest import ProgressSink
 
+# (the top directory being extracted, a member's path below it, its sha256): told once
+# the member's file is written and closed, while later members are still to come
+OnWritten = Callable[[Path, str, str], None]
+
 
 def _check_dest(dest: Path) -> None:
     try:
@@ -127,6 +131,7 @@ def _extract_into(
     limits: ArchiveLimits,
     digests: dict[str, str],
     progress: ProgressSink | None = None,
+    on_written: OnWritten | None = None,
 ) -> Path:
     advance = progress.advance if progress is not None else None
     root_fd = os.open(staging, DIR_FLAGS)
@@ -152,6 +157,8 @@ def _extract_into(
                     digests[member.name] = _write_member(walker, member, data)
                     if advance is not None:
                         advance(member.size)
+                    if on_written is not None:
+                        on_written(staging / member.top, member.name, digests[member.name])
             if copier is not None:
                 digests.update(copier.finish())
         if top is None:  # only the top directory itself
@@ -174,6 +181,7 @@ def extract_archive(
     verify: Callable[[Path], None] | None = None,
     digests: dict[str, str] | None = None,
     progress: ProgressSink | None = None,
+    on_written: OnWritten | None = None,
 ) -> Path:
     """Extract the archive's top-level directory as `dest`; return `dest`.
 
@@ -186,6 +194,8 @@ def extract_archive(
 
     `progress` is told the files and bytes to come (`start`: 0 and 0 for a stream,
     whose size is not known ahead) and each file's size once it is written (`advance`).
+    `on_written` hears of each file of a stream (not of an uncompressed archive file,
+    whose members are copied out of order) once it is written and hashed.
     """
     limits = limits or ArchiveLimits()
     _check_dest(dest)
@@ -196,9 +206,16 @@ def extract_archive(
             raise ArchiveError(f"cannot open {source}: {exc.strerror}") from exc
         with stream:
             return _extract(
-                cast(BinaryIO, stream), dest, source_name, limits, verify, digests, progress
+                cast(BinaryIO, stream),
+                dest,
+                source_name,
+                limits,
+                verify,
+                digests,
+                progress,
+                on_written,
             )
-    return _extract(source, dest, source_name, limits, verify, digests, progress)
+    return _extract(source, dest, source_name, limits, verify, digests, progress, on_written)
 
 
 def _extract(
@@ -209,6 +226,7 @@ def _extract(
     verify: Callable[[Path], None] | None,
     digests: dict[str, str] | None,
     progress: ProgressSink | None = None,
+    on_written: OnWritten | None = None,
 ) -> Path:
     total_bytes = total_files = 0
     if is_seekable(stream):
@@ -229,7 +247,7 @@ def _extract(
         ) from exc
     try:
         written = {} if digests is None else digests
-        top = _extract_into(stream, staging, source_name, limits, written, progress)
+        top = _extract_into(stream, staging, source_name, limits, written, progress, on_written)
         if verify is not None:
             verify(top)
         _check_dest(dest)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -147,13 +147,16 @@ def verify_directory(
     jobs: int | None,
     on_progress: ProgressSink | None = None,
     known: Mapping[str, str] | None = None,
+    consumed: Collection[str] = (),
 ) -> CheckReport:
     """Check a tree against a manifest: hash the listed files in parallel and find
     unlisted ones. Raises InputError when the manifest or root cannot be read.
 
     `known`: digests of files this process itself wrote into `root` (an extraction into
     its private staging directory, hashed as written), by manifest path; they are taken
-    instead of read back. Every other listed file is hashed."""
+    instead of read back. Every other listed file is hashed. `consumed`: files of
+    `known` this process removed on purpose since it wrote them (a vault wheel unpacked
+    as the bundle streamed in): present, with the digest taken as they were written."""
     manifest = read_manifest(manifest_path)
     tree = scan_tree(root)
     plan = _plan_hashing(root, manifest, tree)
@@ -161,6 +164,7 @@ def verify_directory(
     if known:
         actual.update((path, known[path]) for path, _, _ in plan.to_hash if path in known)
         plan = replace(plan, to_hash=tuple(item for item in plan.to_hash if item[0] not in known))
+        actual.update((path, known[path]) for path in consumed if path in known)
     if plan.escapes:
         escaped = {r.path for r in plan.escapes}
         manifest = replace(
@@ -185,7 +189,7 @@ def verify_directory(
     return compare_digests(
         manifest,
         actual,
-        present=tree.files,
+        present=tree.files | {path for path in consumed if known and path in known},
         unreadable=failures,
         nonregular=tree.nonregular,
         exempt=exempt_names(manifest_path.name),

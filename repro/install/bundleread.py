@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -25,7 +25,8 @@ from repro.bundle.signing import SignaturePolicy, verify_signature
 from repro.errors import InputError, VerificationError
 from repro.install.contents import check_bundle_contents
 from repro.install.fetch import ResumableHTTPStream
-from repro.install.staging import LOCK_SUFFIX, staging_dir
+from repro.install.staging import LOCK_SUFFIX, STAGED_VENV, staging_dir
+from repro.install.streaminstall import StreamedInstall
 from repro.treecopy import copy_bundle_dir
 
 
@@ -76,10 +77,11 @@ def verify_bundle_dir(
     signature: SignaturePolicy | None = None,
     known: Mapping[str, str] | None = None,
     jobs: int | None = None,
+    consumed: Collection[str] = (),
 ) -> BundleInfo:
     """Signature first (when asked for), then every file against the manifest, then
-    bundle.toml. `known`: digests taken while this process extracted the files (see
-    `verify_directory`)."""
+    bundle.toml. `known`: digests taken while this process extracted the files, and
+    `consumed` those of them it removed since (see `verify_directory`)."""
     manifest = layout.at(bundle_dir, layout.MANIFEST)
     if signature is not None and signature.active:
         if not manifest.is_file():
@@ -91,7 +93,9 @@ def verify_bundle_dir(
             signature,
             source=where,
         )
-    _verified(verify_directory(bundle_dir, manifest, jobs=jobs, known=known), where)
+    _verified(
+        verify_directory(bundle_dir, manifest, jobs=jobs, known=known, consumed=consumed), where
+    )
     toml = layout.at(bundle_dir, layout.BUNDLE_TOML)
     if not toml.is_file():
         raise VerificationError(f"{where}: the bundle has no {layout.BUNDLE_TOML}")
@@ -108,6 +112,7 @@ def read_bundle(
     *,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    streamed: StreamedInstall | None = None,
 ) -> Iterator[tuple[Path, BundleInfo]]:
     """The verified bundle directory (a staging copy of ours) and its info, while the
     block runs.
@@ -119,7 +124,9 @@ def read_bundle(
     there: what is verified is what later steps read, whatever happens to the
     directory meanwhile. The staging directory is this run's (see
     repro.install.staging) until the block ends; then it is removed, unless the block
-    moved it away. `progress` follows the extraction or copy (files and bytes)."""
+    moved it away. `progress` follows the extraction or copy (files and bytes).
+    `streamed` (an archive read as a stream) unpacks vault wheels as they arrive, into
+    its prefix in the staging area (repro.install.streaminstall)."""
     with staging_dir(staging_parent) as dest:
         if is_directory(bundle):
             lock = dest.with_name(f"{dest.name}{LOCK_SUFFIX}")
@@ -130,12 +137,29 @@ def read_bundle(
         written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
         def verify(top: Path) -> None:
-            infos.append(verify_bundle_dir(top, bundle, signature, known=written, jobs=jobs))
-
-        with _open_source(bundle) as (source, name):
-            extract_archive(
-                source, dest, source_name=name, verify=verify, digests=written, progress=progress
+            consumed = streamed.settle() if streamed is not None else frozenset()
+            infos.append(
+                verify_bundle_dir(
+                    top, bundle, signature, known=written, jobs=jobs, consumed=consumed
+                )
             )
+
+        if streamed is not None:
+            streamed.place(dest.with_name(f".{dest.name}{STAGED_VENV}"))
+        try:
+            with _open_source(bundle) as (source, name):
+                extract_archive(
+                    source,
+                    dest,
+                    source_name=name,
+                    verify=verify,
+                    digests=written,
+                    progress=progress,
+                    on_written=streamed.on_written if streamed is not None else None,
+                )
+        finally:
+            if streamed is not None:
+                streamed.settle()  # no wheel is still being unpacked once this returns
         yield dest, infos[0]
 
 

@@ -120,23 +120,32 @@ def _candidates(version: str) -> list[Path]:
     return found
 
 
-def check_python(inputs: PreflightInputs) -> tuple[Check, Path | None, dict[str, str] | None]:
-    want = _major_minor(inputs.python_version)
-    candidates = [inputs.python] if inputs.python else _candidates(want)
-    for candidate in candidates:
+def _choose_python(want: str, python: Path | None) -> tuple[Path, dict[str, str]] | None:
+    """The first candidate (--python alone when given) that is Python `want`, and its
+    facts: the interpreter itself, not a launcher in front of it (a pyenv shim picks
+    its Python by the working directory, so it may not be this one later)."""
+    for candidate in [python] if python else _candidates(want):
         facts = _python_facts(candidate)
         if facts is not None and _major_minor(facts["version"]) == want:
-            # The interpreter itself, not a launcher in front of it (a pyenv shim picks
-            # its Python by the working directory, so it may not be this one later).
-            chosen = Path(facts.get("executable") or candidate)
-            return (
-                Check("python", "pass", f"{chosen} is Python {facts['version']}"),
-                chosen,
-                facts,
-            )
+            return Path(facts.get("executable") or candidate), facts
+    return None
+
+
+def find_python(python_version: str, python: Path | None) -> Path | None:
+    """The interpreter the python check would choose for a bundle of `python_version`."""
+    found = _choose_python(_major_minor(python_version), python)
+    return found[0] if found is not None else None
+
+
+def check_python(inputs: PreflightInputs) -> tuple[Check, Path | None, dict[str, str] | None]:
+    want = _major_minor(inputs.python_version)
+    found = _choose_python(want, inputs.python)
+    if found is not None:
+        chosen, facts = found
+        return Check("python", "pass", f"{chosen} is Python {facts['version']}"), chosen, facts
     if inputs.python is not None:
-        facts = _python_facts(inputs.python)
-        seen = facts["version"] if facts else "not a working Python"
+        given = _python_facts(inputs.python)
+        seen = given["version"] if given else "not a working Python"
         return (
             Check(
                 "python",

@@ -49,6 +49,7 @@ from repro.install.services import RenderedUnit, check_units, render_units
 from repro.install.smoke import SmokeStep
 from repro.install.sources import package_sources
 from repro.install.state import STATE_DIR, STEPS, UnpackState
+from repro.install.streaminstall import StagedVenv, adopt, relative_layout
 from repro.install.targetsite import site_packages_of, startup_files
 from repro.install.unitinstall import (
     install_unit_files,
@@ -78,7 +79,11 @@ NO_EXEC_SMOKE = (
 
 
 def preflight_inputs(
-    bundle_dir: Path, info: BundleInfo, options: UnpackOptions, target: Path
+    bundle_dir: Path,
+    info: BundleInfo,
+    options: UnpackOptions,
+    target: Path,
+    staged: StagedVenv | None = None,
 ) -> PreflightInputs:
     lock = read_requirements_lock(layout.at(bundle_dir, layout.REQUIREMENTS_LOCK))
     return PreflightInputs(
@@ -89,7 +94,8 @@ def preflight_inputs(
         vault_wheels=tuple(
             layout.at(bundle_dir, layout.wheel(name)) for name in custom_vault_wheels(bundle_dir)
         ),
-        install_bytes=disk_need(bundle_dir, lock, options),
+        # unpacked while the bundle streamed in: the venv's bytes are on this disk already
+        install_bytes=0 if staged is not None else disk_need(bundle_dir, lock, options),
         target=target,
         cpu=options.cpu,
         python=options.python,
@@ -116,12 +122,25 @@ def disk_need(bundle_dir: Path, lock: LockFile, options: UnpackOptions) -> int:
 
 
 def preflight(
-    bundle_dir: Path, info: BundleInfo, options: UnpackOptions, target: Path, events: Events
+    bundle_dir: Path,
+    info: BundleInfo,
+    options: UnpackOptions,
+    target: Path,
+    events: Events,
+    *,
+    staged: StagedVenv | None = None,
 ) -> PreflightReport:
     """Every check on this box (failures as warnings under --force), each told to
     `events`; a failed one stops the run before anything is written. So does a unit
-    name the box already uses, under --install-units."""
-    report = run_preflight(preflight_inputs(bundle_dir, info, options, target))
+    name the box already uses, under --install-units. `staged`: wheels unpacked while
+    the bundle streamed in, for the interpreter the preflight must choose again."""
+    report = run_preflight(preflight_inputs(bundle_dir, info, options, target, staged))
+    if staged is not None and report.python is not None and report.python != staged.python:
+        raise InstallError(
+            f"the preflight chose {report.python}, but the wheels were unpacked for "
+            f"{staged.python} while the bundle streamed in; nothing was installed",
+            hint="run unpack again (with --python to choose the interpreter)",
+        )
     if options.force:
         report = report.forced()
     for check in report.checks:
@@ -178,6 +197,7 @@ class StageInputs:
     installer: Installer
     events: Events
     ladder: SmokeStep | None = None
+    staged: StagedVenv | None = None  # wheels unpacked while the bundle streamed in
 
     @property
     def interpreter(self) -> Path:
@@ -212,6 +232,8 @@ def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
         lock, vault=layout.at(kept, layout.WHEELS), offline=options.offline, where=str(kept)
     )
     inputs.events("install", "sources", sources.describe())
+    if inputs.staged is not None:
+        return _adopt_staged(inputs, lock, inputs.staged)
     if inputs.installer == "vault":
         return _install_vault(inputs, lock)
     install_plan = InstallPlan(
@@ -286,6 +308,28 @@ def _install_vault(inputs: StageInputs, lock: LockFile) -> StageResult:
             f"({layout.PACK_REPORT})"
         )
     return StageResult(detail, {"distributions": len(pins), "installer": "vault"})
+
+
+def _adopt_staged(inputs: StageInputs, lock: LockFile, staged: StagedVenv) -> StageResult:
+    """The wheels the vault installer unpacked while the bundle streamed in, moved from
+    staging into the venv just made; then the installed set checked as always."""
+    described = describe_interpreter(inputs.interpreter)
+    adopt(staged, inputs.venv, relative_layout(described.scheme))
+    pins = {pin.name: pin.version for pin in lock.pins}
+    verify_installed(inputs.interpreter, pins)
+    size = sum(item.bytes for item in staged.installed)
+    detail = (
+        f"{len(pins)} distributions installed at the pinned versions, the vault's wheels "
+        f"unpacked by repro while the bundle streamed in ({size / 2**30:.2f} GiB in "
+        f"{staged.seconds:.1f} s)"
+    )
+    unmet = pack_facts(inputs.kept).unmet
+    if unmet:
+        detail += (
+            f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
+            f"({layout.PACK_REPORT})"
+        )
+    return StageResult(detail, {"distributions": len(pins), "installer": "vault", "streamed": True})
 
 
 def patch(inputs: StageInputs) -> StageResult:

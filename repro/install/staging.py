@@ -28,6 +28,8 @@ STAGING_PREFIX = ".repro-unpack-"
 LOCK_SUFFIX = ".lock"
 _NAME = re.compile(rf"{re.escape(STAGING_PREFIX)}[0-9]+-[0-9a-f]+")
 _EXTRACTOR = ".staging-"
+# beside the extractor's: the venv unpacked while a bundle streams in (streaminstall)
+STAGED_VENV = f"{_EXTRACTOR}venv"
 
 
 @contextlib.contextmanager

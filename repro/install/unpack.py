@@ -23,7 +23,7 @@ from repro.errors import InputError, InstallError, ReproError, UsageError, Verif
 from repro.hashing import sha256_file
 from repro.install import stages
 from repro.install.atomic import exclusive_lock, remove_temp_leftovers
-from repro.install.bundleread import read_bundle
+from repro.install.bundleread import is_directory, read_bundle
 from repro.install.drift import KEPT_BUNDLE, target_drift, target_info
 from repro.install.options import Events, UnpackOptions
 from repro.install.patching import unpatch
@@ -32,6 +32,7 @@ from repro.install.services import RequiredSecret, required_secrets
 from repro.install.smoke import SmokeStep
 from repro.install.staging import moved_away
 from repro.install.state import STATE_DIR, BundleIdentity, open_state
+from repro.install.streaminstall import StagedVenv, StreamedInstall
 from repro.install.targetsite import site_packages_of
 from repro.install.workspace import venv_dir
 
@@ -59,10 +60,21 @@ def unpack(
             f"--target {options.target} is a symbolic link; refusing to write through it",
             hint="pass the real directory, or a path that does not exist yet",
         )
+    streamed = (
+        StreamedInstall(options)
+        if StreamedInstall.wanted_for(options) and not is_directory(options.bundle)
+        else None
+    )
     with read_bundle(
-        options.bundle, staging_parent, options.signature, jobs=options.jobs, progress=progress
+        options.bundle,
+        staging_parent,
+        options.signature,
+        jobs=options.jobs,
+        progress=progress,
+        streamed=streamed,
     ) as (bundle_dir, info):
-        return _unpack_verified(options, bundle_dir, info, emit, smoke)
+        staged = streamed.outcome() if streamed is not None else None
+        return _unpack_verified(options, bundle_dir, info, emit, smoke, staged)
 
 
 def _unpack_verified(
@@ -71,6 +83,7 @@ def _unpack_verified(
     info: BundleInfo,
     emit: Events,
     smoke: SmokeStep | None,
+    staged: StagedVenv | None = None,
 ) -> UnpackReport:
     target = (options.target or Path.cwd() / info.top_dir).resolve()
     manifest = sha256_file(layout.at(bundle_dir, layout.MANIFEST))
@@ -89,7 +102,7 @@ def _unpack_verified(
 
     python: Path | None = None
     if not state.is_done("preflight") or options.dry_run:
-        preflight = stages.preflight(bundle_dir, info, options, target, emit)
+        preflight = stages.preflight(bundle_dir, info, options, target, emit, staged=staged)
         run.report = replace(run.report, preflight=preflight)
         python = preflight.python
         if options.dry_run:
@@ -121,7 +134,7 @@ def _unpack_verified(
         _keep_bundle(bundle_dir, kept)
         if not run.state.is_done("install"):
             _restore_vault(bundle_dir, kept)
-        return _run_stages(options, info, target, python, run, smoke)
+        return _run_stages(options, info, target, python, run, smoke, staged)
 
 
 def _keep_bundle(bundle_dir: Path, kept: Path) -> None:
@@ -172,6 +185,9 @@ def _drop_vault(kept: Path, events: Events) -> None:
         files = [p for p in wheels.iterdir() if p.is_file()]
         size = sum(p.stat().st_size for p in files)
         wheels.rename(dropping)
+        if not files:  # each was removed as it was unpacked
+            shutil.rmtree(dropping, ignore_errors=True)
+            return
         events(
             "install",
             "removed",
@@ -188,9 +204,11 @@ def _run_stages(
     python: Path | None,
     run: StepRecorder,
     smoke: SmokeStep | None,
+    staged: StagedVenv | None,
 ) -> UnpackReport:
     """The stages that write the target, in order, each skipped when an earlier run
-    finished it; the report is saved whether they pass or fail."""
+    finished it; the report is saved whether they pass or fail. `staged`: the wheels
+    unpacked while the bundle streamed in, which the install step moves into the venv."""
     if not run.state.is_done("preflight"):
         assert python is not None
         run.done("preflight", "every check passed", python=str(python))
@@ -210,9 +228,14 @@ def _run_stages(
             kept=target / STATE_DIR / KEPT_BUNDLE,
             venv=venv,
             python=python,
-            installer=stages.pick_installer(options, target / STATE_DIR / KEPT_BUNDLE, python),
+            installer=(
+                "vault"
+                if staged is not None
+                else stages.pick_installer(options, target / STATE_DIR / KEPT_BUNDLE, python)
+            ),
             events=run.events,
             ladder=smoke,
+            staged=staged,
         )
         stage("venv", lambda: stages.make_venv(inputs))
         stage("install", lambda: stages.install(inputs, seeded=_seeded(run)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +36,10 @@ MAX_WORKERS = 8
 
 _SCHEME = """
 import json, os, sys, sysconfig
-here = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-prefix = here if os.path.isfile(os.path.join(here, "pyvenv.cfg")) else sys.prefix
+prefix = @PREFIX@
+if prefix is None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    prefix = here if os.path.isfile(os.path.join(here, "pyvenv.cfg")) else sys.prefix
 scheme = "venv" if "venv" in sysconfig.get_scheme_names() else "posix_prefix"
 paths = sysconfig.get_paths(scheme, vars={"base": prefix, "platbase": prefix})
 print(json.dumps({
@@ -60,9 +62,11 @@ class Interpreter:
     scheme: dict[str, str]
 
 
-def describe_interpreter(python: Path) -> Interpreter:
-    """The version and install scheme of `python`, asked without site processing."""
-    out = run_no_site(python, _SCHEME, what="ask for its install scheme")
+def describe_interpreter(python: Path, prefix: Path | None = None) -> Interpreter:
+    """The version and install scheme of `python`, asked without site processing: of
+    its own venv, or (`prefix`) of a venv it would make at `prefix`."""
+    script = _SCHEME.replace("@PREFIX@", repr(str(prefix)) if prefix is not None else "None")
+    out = run_no_site(python, script, what="ask for its install scheme")
     try:
         data = json.loads(out)
         major, minor = (int(part) for part in str(data["version"]).split("."))
@@ -95,18 +99,27 @@ class VaultChoice:
 
 def choose_wheels(pins: Sequence[Pin], vault: Path, tags: Sequence[Tag]) -> VaultChoice:
     """For each pin, the vault's wheel of that name and version whose tags rank best."""
+    names = sorted(p.name for p in vault.glob("*.whl")) if vault.is_dir() else []
+    chosen, missing = choose_wheel_names(pins, names, tags)
+    return VaultChoice({pin: vault / name for pin, name in chosen.items()}, missing)
+
+
+def choose_wheel_names(
+    pins: Sequence[Pin], names: Iterable[str], tags: Sequence[Tag]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """`choose_wheels` over wheel file names: (pin name -> file name, the pins missing)."""
     rank = {tag: index for index, tag in enumerate(tags)}
-    best: dict[tuple[str, Version], tuple[int, Path]] = {}
-    for path in sorted(vault.glob("*.whl")) if vault.is_dir() else ():
+    best: dict[tuple[str, Version], tuple[int, str]] = {}
+    for filename in sorted(names):
         try:
-            name, version, _, wheel_tags = parse_wheel_filename(path.name)
+            name, version, _, wheel_tags = parse_wheel_filename(filename)
         except (InvalidWheelFilename, InvalidVersion):
             continue
         score = min((rank[t] for t in wheel_tags if t in rank), default=None)
         key = (canonicalize_name(name), version)
         if score is not None and (key not in best or score < best[key][0]):
-            best[key] = (score, path)
-    chosen: dict[str, Path] = {}
+            best[key] = (score, filename)
+    chosen: dict[str, str] = {}
     missing: list[str] = []
     for pin in pins:
         try:
@@ -117,7 +130,7 @@ def choose_wheels(pins: Sequence[Pin], vault: Path, tags: Sequence[Tag]) -> Vaul
             chosen[pin.name] = found[1]
         else:
             missing.append(f"{pin.name}=={pin.version}")
-    return VaultChoice(chosen, tuple(missing))
+    return chosen, tuple(missing)
 
 
 def venv_scheme(interpreter: Path, described: Interpreter) -> Scheme:

@@ -1,0 +1,308 @@
+"""The vault installer at work while a bundle streams in (`pack -o - | unpack -`).
+
+A stream's manifest is its last member, so nothing can be verified before the whole
+bundle has arrived; the vault's wheels come early (env/wheels/ sorts before files/,
+patches/ and services/). Waiting for the manifest and only then unpacking 7 GB of wheels
+makes the two add up, and writes the wheels' bytes to the disk once more than needed.
+
+So, for a fresh target and the vault installer, each wheel is unpacked as soon as it is
+written into staging: into a venv prefix inside the staging area, with scripts pointed
+at the interpreter the venv will have at its final place. The wheel's digest (taken as
+it was written) must be one env/vault.toml lists for its pin, and, unless
+--keep-bundle, the wheel file is removed once unpacked (before the page cache has
+written it back), the verification counting it by that digest. Nothing leaves staging
+before the manifest verifies and the preflight passes; then the venv is made at the
+target and the staged files are moved into it (`adopt`). A failure before that leaves
+the staging directory to be removed, as for any stream.
+
+Not used for a bundle whose signature must be checked (nothing of it is parsed before
+the signature is), for a dry run, for another installer, or for a target that exists.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.bundle import layout
+from repro.bundle.info import load_bundle_info
+from repro.bundle.vault import load_vault
+from repro.errors import InstallError, ReproError
+from repro.install.options import UnpackOptions
+from repro.install.preflight import find_python
+from repro.install.state import STATE_DIR
+from repro.install.vaultinstall import (
+    MAX_WORKERS,
+    choose_wheel_names,
+    describe_interpreter,
+    supported_tags,
+    venv_scheme,
+)
+from repro.install.wheelinstall import Installed, Scheme, install_wheel
+from repro.install.workspace import venv_dir
+from repro.snapshot.environment import normalize_name
+from repro.snapshot.lock import read_requirements_lock
+
+_WHEELS = f"{layout.WHEELS}/"
+_SCHEME_DIRS = ("purelib", "platlib", "scripts")
+
+
+@dataclass(frozen=True)
+class StagedVenv:
+    """A venv's files unpacked in staging, to be moved into a venv made at `venv`."""
+
+    python: Path  # the base interpreter the venv is to be made with
+    venv: Path  # where the venv will be
+    prefix: Path  # the staged files, laid out as below `venv`
+    layout: Mapping[str, str]  # purelib, platlib, scripts relative to the venv
+    installed: tuple[Installed, ...]
+    seconds: float  # from the first wheel's arrival to the last one unpacked
+
+
+def relative_layout(scheme: Mapping[str, str]) -> dict[str, str]:
+    """purelib, platlib and scripts relative to the scheme's prefix."""
+    prefix = scheme["prefix"]
+    return {key: os.path.relpath(scheme[key], prefix) for key in _SCHEME_DIRS}
+
+
+@dataclass
+class _Plan:
+    python: Path
+    venv: Path
+    scheme: Scheme  # the staged prefix's directories, scripts pointed at the venv
+    layout: dict[str, str]
+    wanted: dict[str, str]  # wheel file name -> pin
+    hashes: dict[str, tuple[str, ...]]  # pin (normalized) -> sha256s vault.toml lists
+    keep: frozenset[str]  # wheel file names never removed (the preflight inspects them)
+
+
+@dataclass
+class StreamedInstall:
+    """Unpacks vault wheels as `on_written` hears of them; see the module's docstring.
+    `place` is told where in the staging area the staged venv's files go."""
+
+    options: UnpackOptions
+    prefix: Path | None = None
+    _plan: _Plan | None = None
+    _off: bool = False
+    _pool: ThreadPoolExecutor | None = None
+    _futures: list[Future[None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _installed: list[Installed] = field(default_factory=list)
+    _consumed: set[str] = field(default_factory=set)
+    _error: BaseException | None = None
+    _failed: threading.Event = field(default_factory=threading.Event)
+    _started: float = 0.0
+    _finished: float = 0.0
+
+    @staticmethod
+    def wanted_for(options: UnpackOptions) -> bool:
+        """Whether a run with these options may install while the bundle streams in."""
+        return (
+            options.installer in ("auto", "vault")
+            and not options.dry_run
+            and not options.signature.active
+            and (options.target is None or _fresh(options.target, options.replace))
+        )
+
+    # -- while the stream is read ---------------------------------------------------
+
+    def place(self, prefix: Path) -> None:
+        """The staged venv goes to `prefix`: a path in the staging area that does not
+        exist yet, removed with it."""
+        self.prefix = prefix
+
+    def on_written(self, top: Path, name: str, digest: str) -> None:
+        """A member was written (at `top / name`) and hashed: unpack it when it is a
+        wheel this venv takes. Anything that keeps the plan from being made turns the
+        streamed install off; the install then runs after the verification, as always."""
+        if self._off or not name.startswith(_WHEELS) or "/" in name[len(_WHEELS) :]:
+            return
+        if self.prefix is None:
+            self._off = True
+            return
+        if self._plan is None:
+            try:
+                self._plan = self._make_plan(top)
+            except (ReproError, OSError, ValueError):
+                self._plan = None
+            if self._plan is None:
+                self._off = True
+                return
+            self._started = time.monotonic()
+            workers = max(1, min(self.options.jobs or os.cpu_count() or 1, MAX_WORKERS))
+            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="repro-stream-wheel")
+        filename = name[len(_WHEELS) :]
+        pin = self._plan.wanted.get(filename)
+        if pin is None or self._failed.is_set():
+            return
+        assert self._pool is not None
+        self._futures.append(self._pool.submit(self._unpack, name, top / name, pin, digest))
+
+    def _make_plan(self, top: Path) -> _Plan | None:
+        """What to install where, from the members read so far (bundle.toml, the lock and
+        env/vault.toml come before the wheels), or None when it cannot be known."""
+        info = load_bundle_info(layout.at(top, layout.BUNDLE_TOML).read_bytes(), source="stream")
+        lock = read_requirements_lock(layout.at(top, layout.REQUIREMENTS_LOCK))
+        entries = load_vault(layout.at(top, layout.VAULT_TOML).read_bytes(), source="stream")
+        target = (self.options.target or Path.cwd() / info.top_dir).resolve()
+        if not _fresh(target, self.options.replace):
+            return None
+        python = find_python(info.source.python, self.options.python)
+        if python is None:
+            return None
+        venv = venv_dir(target, info)
+        described = describe_interpreter(python, prefix=venv)
+        wanted, missing = choose_wheel_names(
+            lock.pins, (e.filename for e in entries), supported_tags(described)
+        )
+        if missing:
+            return None
+        final = venv_scheme(venv / "bin" / "python", described)
+        hashes: dict[str, tuple[str, ...]] = {}
+        for entry in entries:
+            key = normalize_name(entry.name)
+            hashes[key] = (*hashes.get(key, ()), entry.sha256)
+        return _Plan(
+            python=python,
+            venv=venv,
+            scheme=Scheme(
+                purelib=self._staged(final.purelib, venv),
+                platlib=self._staged(final.platlib, venv),
+                scripts=self._staged(final.scripts, venv),
+                data=self._staged(venv, venv),
+                include_site=self._staged(final.include_site, venv),
+                python=final.python,
+            ),
+            layout=relative_layout(described.scheme),
+            wanted={filename: pin for pin, filename in wanted.items()},
+            hashes=hashes,
+            keep=frozenset(e.filename for e in entries if not e.index_serves),
+        )
+
+    def _staged(self, path: Path, venv: Path) -> Path:
+        assert self.prefix is not None
+        return self.prefix / path.relative_to(venv)
+
+    def _unpack(self, name: str, wheel: Path, pin: str, digest: str) -> None:
+        plan = self._plan
+        assert plan is not None
+        try:
+            if self._failed.is_set():
+                return
+            if digest not in plan.hashes.get(normalize_name(pin), ()):
+                raise InstallError(
+                    f"{wheel.name}: sha256 {digest} is not the one {layout.VAULT_TOML} "
+                    f"lists for {pin}"
+                )
+            installed = install_wheel(wheel, plan.scheme)
+            removed = False
+            if not self.options.keep_bundle and wheel.name not in plan.keep:
+                wheel.unlink()
+                removed = True
+            with self._lock:
+                self._installed.append(installed)
+                if removed:
+                    self._consumed.add(name)
+                self._finished = time.monotonic()
+        except BaseException as exc:
+            with self._lock:
+                if self._error is None:
+                    self._error = exc
+            self._failed.set()
+
+    def settle(self) -> frozenset[str]:
+        """Wait for every wheel in flight; the members removed once unpacked (their
+        digests, taken as they were written, stand for them in the verification)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        return frozenset(self._consumed)
+
+    # -- once the bundle verified -----------------------------------------------------
+
+    def outcome(self) -> StagedVenv | None:
+        """The staged venv, or None when the install must run as usual (nothing was
+        staged, or what was is dropped here). An install that failed after removing
+        wheels cannot be run again from this bundle's copy: its error is raised."""
+        self.settle()
+        plan = self._plan
+        if plan is None:
+            return None
+        error = self._error
+        if error is None:
+            unpacked = {(i.name, i.version) for i in self._installed}
+            if len(unpacked) != len(plan.wanted):
+                error = InstallError(
+                    f"the stream held {len(unpacked)} of the {len(plan.wanted)} wheels "
+                    f"{layout.VAULT_TOML} names for this Python"
+                )
+        assert self.prefix is not None
+        if error is None:
+            return StagedVenv(
+                python=plan.python,
+                venv=plan.venv,
+                prefix=self.prefix,
+                layout=plan.layout,
+                installed=tuple(sorted(self._installed, key=lambda i: i.name)),
+                seconds=self._finished - self._started,
+            )
+        shutil.rmtree(self.prefix, ignore_errors=True)
+        if not self._consumed:
+            return None
+        if isinstance(error, InstallError):
+            raise error
+        if isinstance(error, OSError):
+            raise InstallError(
+                f"install: {error.strerror or error}"
+                + (f" ({error.filename})" if error.filename else ""),
+                hint="free the space or fix the cause, then run unpack again",
+            ) from error
+        raise error
+
+
+def _fresh(target: Path, replace: bool) -> bool:
+    """A target with nothing in it yet (or one --replace will remove): no earlier run's
+    venv or state to resume from."""
+    if not target.exists():
+        return True
+    if replace and (target / STATE_DIR / "state.toml").is_file():
+        return True
+    return target.is_dir() and not target.is_symlink() and not any(target.iterdir())
+
+
+def adopt(staged: StagedVenv, venv: Path, layout_now: Mapping[str, str]) -> None:
+    """Move the staged files into the venv just made at `venv` (renames on one file
+    system); `layout_now` is that venv's own layout, which must be the one staged for."""
+    if venv != staged.venv or dict(layout_now) != dict(staged.layout):
+        raise InstallError(
+            f"{venv}: the venv's layout {dict(layout_now)} is not the one the wheels were "
+            f"unpacked for while the bundle streamed in ({dict(staged.layout)})",
+            hint="run unpack again with the bundle as a file, or with --keep-bundle",
+        )
+    if staged.prefix.is_dir():
+        _merge(staged.prefix, venv)
+
+
+def _merge(source: Path, dest: Path) -> None:
+    """Every entry of `source` moved to the same place below `dest`; directories both
+    hold are merged, a file `dest` holds is replaced (as an installer overwrites it)."""
+    with os.scandir(source) as entries:
+        children = list(entries)
+    for child in children:
+        there = dest / child.name
+        if child.is_dir(follow_symlinks=False) and there.is_dir():
+            _merge(Path(child.path), there)
+            continue
+        try:
+            os.replace(child.path, there)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:  # another file system: copied, then removed
+                raise
+            shutil.move(child.path, there)
