@@ -333,6 +333,30 @@ def test_repro_unpack_of_the_archive_on_the_same_bare_box(
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+def test_a_streamed_unpack_on_the_bare_box(
+    boxes: dict[str, FreshBox], bootstrapped: dict[str, dict[str, Any]], dflash: Source
+) -> None:
+    """`... | repro unpack -` (as `| ssh box repro unpack -`): the vault installer unpacks
+    each wheel as the stream brings it, with the box's own Python 3.12."""
+    box = boxes["pip"]
+    repro = shlex.quote(_tool_repro(box))
+    target = "/box/streamed/dflash"
+    result = box.run(
+        f"cat /in/dflash-1.tar | {repro} unpack - --target {target} {shlex.join(UNPACK_ARGS)}"
+        " --json"
+    )
+    report = _report(result)
+    assert _step(report, "install")["facts"] == {
+        "distributions": len(_source_set(dflash)),
+        "installer": "vault",
+        "streamed": True,
+    }
+    assert assert_deployment(box, target, dflash) == _source_set(dflash)
+    assert not box.host(f"{target}/.repro/bundle/env/wheels").exists()
+    verify = box.run([_tool_repro(box), "verify", target])
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
 def test_installers_give_the_same_venv(
     boxes: dict[str, FreshBox], bootstrapped: dict[str, dict[str, Any]], dflash: Source
 ) -> None:

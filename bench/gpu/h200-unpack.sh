@@ -45,7 +45,7 @@ for round in $(seq "$rounds"); do
     fi
     if [ "${STREAM:-1}" = 1 ]; then
         measure "repro pack -o - | repro unpack -" \
-            "$R pack /tmp/oldbox --wheels all --offline --version 1 -o - 2>/dev/null | $R unpack - --target $SRV/s --offline --no-smoke $U > /dev/null"
+            "$R pack /tmp/oldbox --wheels all --offline --version 1 -o - 2>/dev/null | $R unpack - --target $SRV/s --offline --no-smoke $U --json > $out/stream.json"
         measure "tar cf - | tar xf -" "tar cf - -C /tmp/oldbox venv | tar xf - -C $SRV/y"
     fi
     if [ "${FLOOR:-0}" = 1 ]; then
