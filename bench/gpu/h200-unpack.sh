@@ -59,7 +59,14 @@ for round in $(seq "$rounds"); do
     fi
 done
 # the rebuilt venv is the source's: the same freeze, every file of every RECORD as hashed
-$R unpack /tmp/b/oldbox-1.tar --target "$SRV/u" --offline --no-smoke $U > /dev/null 2>&1
+# (rebuilt through the stream when only the streamed round trip was measured)
+rm -rf "$SRV/u"
+if [ "${UNPACK:-1}" = 0 ] && [ "${STREAM:-1}" = 1 ]; then
+    $R pack /tmp/oldbox --wheels all --offline --version 1 -o - 2>/dev/null \
+        | $R unpack - --target "$SRV/u" --offline --no-smoke $U > "$out/rebuilt.txt" 2>&1
+else
+    $R unpack /tmp/b/oldbox-1.tar --target "$SRV/u" --offline --no-smoke $U > /dev/null 2>&1
+fi
 /tmp/oldbox/venv/bin/python -m pip freeze --all > /tmp/freeze-source.txt 2>/dev/null
 "$SRV/u/venv/bin/python" -m pip freeze --all > /tmp/freeze-rebuilt.txt 2>/dev/null
 if cmp -s /tmp/freeze-source.txt /tmp/freeze-rebuilt.txt; then
@@ -106,10 +113,13 @@ if uv in m:
 for name, value in ratios.items():
     print(f"{name}: {value:.2f}x")
 summary["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
-try:
-    report = json.load(open(f"{out}/unpack.json"))
-except (OSError, ValueError):
-    report = {}
+report = {}
+for name in ("unpack.json", "stream.json"):  # the file's unpack, else the streamed one
+    try:
+        report = json.load(open(f"{out}/{name}"))
+        break
+    except (OSError, ValueError):
+        pass
 need = [c for c in report.get("preflight", {}).get("checks", []) if c["name"] == "disk"]
 summary["preflight_disk"] = need[0]["detail"] if need else None
 print("preflight:", summary["preflight_disk"])
