@@ -21,3 +21,20 @@ env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
 PY="$(python3 -c 'import sys; print(sys.executable)')"
 python3 -m repro smoke --python "$PY" --rungs python,torch,nccl --json > "$out/ladder-h200x2.json"
 echo "smoke exit $?"
+# The same rungs inside `repro unpack`'s ladder: a copy of the image's venv packed with
+# every wheel, unpacked offline at another path, the whole ladder run in the rebuilt
+# venv (nccl across both GPUs). VENV, SRV and UNPACK_ARGS (e.g. --cpu) for a dry run
+# elsewhere.
+VENV="${VENV:-$(python3 -c 'import sys; print(sys.prefix)')}"
+SRV="${SRV:-/srv}"
+rm -rf /tmp/x2box /tmp/x2b "$SRV/x2" && mkdir -p /tmp/x2box "$SRV" && cp -a "$VENV" /tmp/x2box/venv
+python3 -m repro pack /tmp/x2box --wheels all --offline --version 1 -o /tmp/x2b/ > /dev/null 2>&1 || exit 3
+python3 -m repro unpack /tmp/x2b/x2box-1.tar --target "$SRV/x2" --offline ${UNPACK_ARGS:-} \
+    --json > "$out/unpack-ladder-x2.json"
+echo "unpack with the ladder: exit $?"
+python3 - "$out/unpack-ladder-x2.json" <<'PYEOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+for rung in ((report.get("smoke") or {}).get("ladder") or {}).get("rungs", []):
+    print(f"rung {rung['name']}: {rung['status']}: {rung['summary']}")
+PYEOF
