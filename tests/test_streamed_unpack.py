@@ -32,6 +32,7 @@ from repro._toml import loads as toml_loads
 from repro.archive.writer import write_directory
 from repro.bundle.manifesttree import write_manifest
 from repro.errors import EXIT_INSTALL, EXIT_INVALID
+from tests._venvs import find_python
 from tests.conftest import run_repro
 from tests.test_kill_anywhere import (
     UNPACK_ARGS,
@@ -302,3 +303,21 @@ def test_a_kill_in_a_streamed_unpack_then_the_same_command_again(
         )
     finally:
         shutil.rmtree(target, ignore_errors=True)
+
+
+def test_a_stream_for_another_python_is_refused_by_the_preflight_leaving_nothing(
+    bundle: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """--python names a Python of another version: the streamed install finds no
+    interpreter for its plan and stays off; the preflight refuses as it always has, and
+    nothing is left, in staging or beside it."""
+    parent = tmp_path / "p"
+    parent.mkdir()
+    other = find_python("3.12")
+    result = unpack_streamed(bundle, parent / "demo", "--python", str(other))
+    err = result.stderr.decode()
+    assert result.returncode == EXIT_INVALID, err
+    assert "the bundle needs Python 3.11" in err, err
+    assert "while the bundle streamed in" not in err
+    assert list(parent.iterdir()) == []

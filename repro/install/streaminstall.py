@@ -27,14 +27,14 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.bundle import layout
 from repro.bundle.info import load_bundle_info
 from repro.bundle.vault import load_vault
-from repro.errors import InstallError, ReproError
+from repro.errors import InstallError
 from repro.install.options import UnpackOptions
 from repro.install.preflight import find_python
 from repro.install.state import STATE_DIR
@@ -93,7 +93,6 @@ class StreamedInstall:
     _plan: _Plan | None = None
     _off: bool = False
     _pool: ThreadPoolExecutor | None = None
-    _futures: list[Future[None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _installed: list[Installed] = field(default_factory=list)
     _consumed: set[str] = field(default_factory=set)
@@ -131,7 +130,7 @@ class StreamedInstall:
         if self._plan is None:
             try:
                 self._plan = self._make_plan(top)
-            except (ReproError, OSError, ValueError):
+            except Exception:  # unreadable here: the verification will say what is wrong
                 self._plan = None
             if self._plan is None:
                 self._off = True
@@ -144,7 +143,7 @@ class StreamedInstall:
         if pin is None or self._failed.is_set():
             return
         assert self._pool is not None
-        self._futures.append(self._pool.submit(self._unpack, name, top / name, pin, digest))
+        self._pool.submit(self._unpack, name, top / name, pin, digest)
 
     def _make_plan(self, top: Path) -> _Plan | None:
         """What to install where, from the members read so far (bundle.toml, the lock and
