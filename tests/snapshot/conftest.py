@@ -195,7 +195,7 @@ class LockTools:
 def lock_tools(tmp_path_factory: pytest.TempPathFactory) -> LockTools:
     """pip-tools and uv from PyPI, in a venv of their own."""
     venv = make_venv(PYTHON_311, tmp_path_factory.mktemp("lock-tools") / "venv")
-    pip(venv, "install", "-q", "pip-tools", "uv")
+    pip(venv, "install", "-q", "pip-tools>=7.4,<7.7", "uv")  # as pyproject.toml bounds it
     return LockTools(venv.root / "bin" / "pip-sync", venv.root / "bin" / "uv")
 
 
