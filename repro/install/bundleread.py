@@ -157,9 +157,10 @@ def read_bundle(
                     progress=progress,
                     on_written=streamed.on_written if streamed is not None else None,
                 )
-        finally:
+        except BaseException:
             if streamed is not None:
-                streamed.settle()  # no wheel is still being unpacked once this returns
+                streamed.cancel()  # no wheel is still being unpacked once this returns
+            raise
         yield dest, infos[0]
 
 

@@ -217,6 +217,13 @@ class StreamedInstall:
                     self._error = exc
             self._failed.set()
 
+    def cancel(self) -> None:
+        """The stream failed or was interrupted: wheels not yet started are dropped, those
+        being unpacked are waited for (the staging area goes with them)."""
+        self._failed.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
     def settle(self) -> frozenset[str]:
         """Wait for every wheel in flight; the members removed once unpacked (their
         digests, taken as they were written, stand for them in the verification)."""
@@ -250,7 +257,7 @@ class StreamedInstall:
                 prefix=self.prefix,
                 layout=plan.layout,
                 installed=tuple(sorted(self._installed, key=lambda i: i.name)),
-                seconds=self._finished - self._started,
+                seconds=max(0.0, self._finished - self._started),
             )
         shutil.rmtree(self.prefix, ignore_errors=True)
         if not self._consumed:
