@@ -76,3 +76,15 @@ def read_pty(main: int) -> bytes:
         if not chunk:
             return output
         output += chunk
+
+
+# Ctrl-C reaches a process in a terminal's foreground, whose SIGINT is not ignored. A
+# test run started in the background of a non-interactive shell (`cmd &`, nohup)
+# inherits SIGINT ignored, and Python then leaves it ignored (a smoke ran to its timeout
+# in such a run): `python -c SIGINT_DEFAULT -m repro ...` gives repro the disposition
+# and the signal mask a terminal's process has, then execs it.
+SIGINT_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_SETMASK, ()); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_repro
+from tests.conftest import REPO_ROOT, SIGINT_DEFAULT, run_repro
 from tests.ladder_helpers import FAKE_SERVER, free_port, group_alive, read_pids
 
 
@@ -91,23 +91,11 @@ def test_unknown_rung_is_a_usage_error() -> None:
     assert "unknown rung(s) in --rungs: warp" in result.stderr.decode()
 
 
-# Ctrl-C reaches a process in a terminal's foreground, whose SIGINT is not ignored. A
-# test run started in the background of a non-interactive shell (`cmd &`, nohup)
-# inherits SIGINT ignored, and Python then leaves it ignored (the smoke ran to its
-# timeout in such a run): the wrapper gives repro the disposition and the signal mask a
-# terminal's process has, then execs it.
-_SIGINT_DEFAULT = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "signal.pthread_sigmask(signal.SIG_SETMASK, ()); "
-    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
-)
-
-
 def _server_rung_in_background(log_dir: Path, *launch: str) -> subprocess.Popen[bytes]:
     """The real `repro smoke` climbing only the server rung, started and left running."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT)
-    argv = [sys.executable, "-c", _SIGINT_DEFAULT, "-m", "repro", "smoke"]
+    argv = [sys.executable, "-c", SIGINT_DEFAULT, "-m", "repro", "smoke"]
     argv += ["--python", sys.executable]
     argv += ["--rungs", "server", *launch, "--log-dir", str(log_dir)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

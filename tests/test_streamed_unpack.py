@@ -33,7 +33,7 @@ from repro.archive.writer import write_directory
 from repro.bundle.manifesttree import write_manifest
 from repro.errors import EXIT_INSTALL, EXIT_INVALID
 from tests._venvs import find_python
-from tests.conftest import run_repro
+from tests.conftest import SIGINT_DEFAULT, run_repro
 from tests.test_kill_anywhere import (
     UNPACK_ARGS,
     _env,
@@ -54,7 +54,9 @@ def start_streamed(
 ) -> subprocess.Popen[bytes]:
     """`repro unpack -` reading `source` from a pipe (fed by a thread), in its own
     process group, its stderr to `log`."""
-    argv = [sys.executable, "-m", "repro", "unpack", "-", "--target", str(target)]
+    # a terminal's SIGINT disposition, whatever this test run inherited (see there)
+    argv = [sys.executable, "-c", SIGINT_DEFAULT, "-m", "repro", "unpack", "-"]
+    argv += ["--target", str(target)]
     with log.open("wb") as stderr:
         proc = subprocess.Popen(
             [*argv, *UNPACK_ARGS, *extra, "-v"],
@@ -321,3 +323,19 @@ def test_a_stream_for_another_python_is_refused_by_the_preflight_leaving_nothing
     assert "the bundle needs Python 3.11" in err, err
     assert "while the bundle streamed in" not in err
     assert list(parent.iterdir()) == []
+
+
+def test_ctrl_c_while_wheels_are_staged_ends_the_run_and_leaves_nothing(
+    bundle: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """SIGINT (what Ctrl-C sends) while wheels are being unpacked into staging: exit 130,
+    the wheels not yet started are dropped, and nothing is left beside the target."""
+    parent = tmp_path / "p"
+    parent.mkdir()
+    log = tmp_path / "log"
+    proc = start_streamed(bundle, parent / "demo", log=log)
+    _wait_for(proc, lambda: any(parent.glob(f"{STAGED_VENVS}/lib/python*/site-packages/*")), log)
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, log.read_text()
+    assert list(parent.iterdir()) == [], log.read_text()
