@@ -250,13 +250,35 @@ def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
     pins = {pin.name: pin.version for pin in lock.pins}
     verify_installed(inputs.interpreter, pins)
     detail = f"{len(pins)} distributions installed at the pinned versions"
+    return StageResult(_with_unmet(detail, kept), {"distributions": len(pins)})
+
+
+def _with_unmet(detail: str, kept: Path) -> str:
+    """The install's detail, with the requirements pack found unmet in the source."""
     unmet = pack_facts(kept).unmet
-    if unmet:
-        detail += (
-            f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
-            f"({layout.PACK_REPORT})"
-        )
-    return StageResult(detail, {"distributions": len(pins)})
+    if not unmet:
+        return detail
+    return (
+        f"{detail}; {unmet} requirement(s) were unmet at pack time and are unmet here too "
+        f"({layout.PACK_REPORT})"
+    )
+
+
+def _vault_installed(
+    inputs: StageInputs, lock: LockFile, size: int, seconds: float, *, streamed: bool
+) -> StageResult:
+    """The vault installer's result, once the installed set is checked against the lock."""
+    pins = {pin.name: pin.version for pin in lock.pins}
+    verify_installed(inputs.interpreter, pins)
+    when = " while the bundle streamed in" if streamed else ""
+    detail = (
+        f"{len(pins)} distributions installed at the pinned versions, the vault's wheels "
+        f"unpacked by repro{when} ({size / 2**30:.2f} GiB in {seconds:.1f} s)"
+    )
+    facts: dict[str, object] = {"distributions": len(pins), "installer": "vault"}
+    if streamed:
+        facts["streamed"] = True
+    return StageResult(_with_unmet(detail, inputs.kept), facts)
 
 
 def vault_covers(kept: Path, python: Path | None) -> bool:
@@ -294,20 +316,8 @@ def _install_vault(inputs: StageInputs, lock: LockFile) -> StageResult:
         jobs=inputs.options.jobs,
         drop=not inputs.options.keep_bundle,
     )
-    pins = {pin.name: pin.version for pin in lock.pins}
-    verify_installed(inputs.interpreter, pins)
     size = sum(item.bytes for item in result.installed)
-    detail = (
-        f"{len(pins)} distributions installed at the pinned versions, the vault's wheels "
-        f"unpacked by repro ({size / 2**30:.2f} GiB in {time.monotonic() - started:.1f} s)"
-    )
-    unmet = pack_facts(inputs.kept).unmet
-    if unmet:
-        detail += (
-            f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
-            f"({layout.PACK_REPORT})"
-        )
-    return StageResult(detail, {"distributions": len(pins), "installer": "vault"})
+    return _vault_installed(inputs, lock, size, time.monotonic() - started, streamed=False)
 
 
 def _adopt_staged(inputs: StageInputs, lock: LockFile, staged: StagedVenv) -> StageResult:
@@ -315,21 +325,8 @@ def _adopt_staged(inputs: StageInputs, lock: LockFile, staged: StagedVenv) -> St
     staging into the venv just made; then the installed set checked as always."""
     described = describe_interpreter(inputs.interpreter)
     adopt(staged, inputs.venv, relative_layout(described.scheme))
-    pins = {pin.name: pin.version for pin in lock.pins}
-    verify_installed(inputs.interpreter, pins)
     size = sum(item.bytes for item in staged.installed)
-    detail = (
-        f"{len(pins)} distributions installed at the pinned versions, the vault's wheels "
-        f"unpacked by repro while the bundle streamed in ({size / 2**30:.2f} GiB in "
-        f"{staged.seconds:.1f} s)"
-    )
-    unmet = pack_facts(inputs.kept).unmet
-    if unmet:
-        detail += (
-            f"; {unmet} requirement(s) were unmet at pack time and are unmet here too "
-            f"({layout.PACK_REPORT})"
-        )
-    return StageResult(detail, {"distributions": len(pins), "installer": "vault", "streamed": True})
+    return _vault_installed(inputs, lock, size, staged.seconds, streamed=True)
 
 
 def patch(inputs: StageInputs) -> StageResult:
