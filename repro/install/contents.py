@@ -8,6 +8,7 @@ target is touched; the readers below are what those stages use.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +85,13 @@ def vault_entries(bundle_dir: Path) -> tuple[VaultEntry, ...]:
 
 def vault_hashes(bundle_dir: Path) -> dict[str, tuple[str, ...]]:
     """Pin name -> the sha256 of the vault's wheels for it, as env/vault.toml lists them."""
+    return hashes_by_pin(vault_entries(bundle_dir))
+
+
+def hashes_by_pin(entries: Iterable[VaultEntry]) -> dict[str, tuple[str, ...]]:
+    """Normalized pin name -> the sha256 of each listed wheel of it."""
     hashes: dict[str, tuple[str, ...]] = {}
-    for entry in vault_entries(bundle_dir):
+    for entry in entries:
         name = normalize_name(entry.name)
         hashes[name] = (*hashes.get(name, ()), entry.sha256)
     return hashes

@@ -35,6 +35,7 @@ from repro.bundle import layout
 from repro.bundle.info import load_bundle_info
 from repro.bundle.vault import load_vault
 from repro.errors import InstallError
+from repro.install.contents import hashes_by_pin
 from repro.install.options import UnpackOptions
 from repro.install.preflight import find_python
 from repro.install.state import STATE_DIR
@@ -165,10 +166,6 @@ class StreamedInstall:
         if missing:
             return None
         final = venv_scheme(venv / "bin" / "python", described)
-        hashes: dict[str, tuple[str, ...]] = {}
-        for entry in entries:
-            key = normalize_name(entry.name)
-            hashes[key] = (*hashes.get(key, ()), entry.sha256)
         return _Plan(
             python=python,
             venv=venv,
@@ -182,7 +179,7 @@ class StreamedInstall:
             ),
             layout=relative_layout(described.scheme),
             wanted={filename: pin for pin, filename in wanted.items()},
-            hashes=hashes,
+            hashes=hashes_by_pin(entries),
             keep=frozenset(e.filename for e in entries if not e.index_serves),
         )
 
