@@ -19,6 +19,7 @@ from repro.bundle.signing import (
     verify_signature,
 )
 from repro.errors import SignatureError
+from repro.snapshot.reproduce import render_setup_env
 from tests.bundles import TOP, archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 
@@ -86,6 +87,47 @@ def assert_unpack_refused(tmp_path: Path, archive: Path, *args: str, words: str)
     assert proc.returncode == 1, err
     assert words in err, err
     assert list(target.parent.iterdir()) == []  # no target, no staging directory left
+
+
+def setup_env_signature_step(
+    tmp_path: Path, archive: Path, *args: str, path: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The bundle's setup_env.sh, as pack renders it, run on `archive` extracted by GNU tar,
+    stopped right after its signature step: REPRO_BOOTSTRAP_PYTHON names no interpreter,
+    so a run that gets past the signature exits 2 naming it, before any Python runs."""
+    where = tmp_path / "setup-env"
+    where.mkdir(parents=True)
+    subprocess.run(["tar", "-xf", str(archive), "-C", str(where)], timeout=60, check=True)
+    script = where / TOP / "setup_env.sh"
+    script.write_text(
+        render_setup_env(
+            tool_version="0.1.0", tool_python="3.11", source_python="3.11", wheel_pythons=["3.11"]
+        )
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": path or os.environ["PATH"],
+        "HOME": str(home),
+        "REPRO_BOOTSTRAP_PYTHON": str(tmp_path / "no-python"),
+    }
+    proc = subprocess.run(
+        ["/bin/bash", str(script), "--bootstrap-only", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert list(home.iterdir()) == []  # no tool venv, nothing under HOME
+    return proc
+
+
+def assert_setup_env_refused(tmp_path: Path, archive: Path, *args: str, words: str) -> None:
+    proc = setup_env_signature_step(tmp_path, archive, *args)
+    assert proc.returncode == 1, proc.stderr
+    assert words in proc.stderr and "nothing was installed" in proc.stderr, proc.stderr
+    assert "no such interpreter" not in proc.stderr  # refused before the Python is looked at
 
 
 # --- library -------------------------------------------------------------------------
@@ -185,6 +227,71 @@ def test_check_and_unpack_refuse_bad_signatures(
     assert proc.returncode == 1, err
     assert words in err and "Traceback" not in err, err
     assert_unpack_refused(tmp_path, archive, *trust(keys, allowed), words=words)
+    # setup_env.sh checks the signature itself, by the same rules, in the same words
+    assert_setup_env_refused(tmp_path, archive, *trust(keys, allowed), words=words)
+
+
+def test_setup_env_passes_a_good_signature_before_anything_else(tmp_path: Path, keys: Keys) -> None:
+    archive = signed_archive(tmp_path, keys.alice)
+    proc = setup_env_signature_step(tmp_path, archive, *trust(keys))
+    assert proc.returncode == 2, proc.stderr
+    assert 'signature: Good "repro-bundle" signature for alice@example.com' in proc.stderr
+    assert "no such interpreter" in proc.stderr  # the step after the signature
+    assert "trusted without a signature check" not in proc.stderr
+
+
+def test_setup_env_without_allowed_signers_says_the_code_is_unchecked(
+    tmp_path: Path, keys: Keys
+) -> None:
+    proc = setup_env_signature_step(tmp_path, signed_archive(tmp_path, keys.alice))
+    assert proc.returncode == 2, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "signature" in line]
+    assert warned == [
+        "setup_env.sh: no --allowed-signers: the bundle's code is trusted without a signature "
+        "check (pass --allowed-signers FILE --identity ID to check MANIFEST.sha256.sig first)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--identity", "alice@example.com"), "need --allowed-signers FILE"),
+        (("--require-signature",), "need --allowed-signers FILE"),
+        (("--allowed-signers", "ALLOWED"), "--allowed-signers needs --identity ID"),
+        (("--allowed-signers=/nope", "--identity=a"), "/nope: no such allowed-signers file"),
+    ],
+    ids=["identity-alone", "require-alone", "no-identity", "no-file"],
+)
+def test_setup_env_signature_options_like_repros(
+    tmp_path: Path, keys: Keys, args: tuple[str, ...], words: str
+) -> None:
+    archive = signed_archive(tmp_path, keys.alice)
+    given = [str(keys.allowed) if arg == "ALLOWED" else arg for arg in args]
+    proc = setup_env_signature_step(tmp_path, archive, *given)
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr
+
+
+def test_setup_env_names_a_missing_or_old_ssh_keygen(tmp_path: Path, keys: Keys) -> None:
+    """Test double for the old one: a script answering as OpenSSH 7.9's ssh-keygen does
+    to -Y (this machine has only OpenSSH 9.2)."""
+    archive = signed_archive(tmp_path, keys.alice)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for tool in ("dirname", "grep", "tr", "head"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bare / tool).symlink_to(found)
+    proc = setup_env_signature_step(tmp_path / "a", archive, *trust(keys), path=str(bare))
+    assert proc.returncode == 1, proc.stderr
+    assert "needs ssh-keygen (OpenSSH 8.1 or newer), and it is not on PATH" in proc.stderr
+    (bare / "ssh-keygen").write_text(
+        "#!/bin/sh\necho 'ssh-keygen: illegal option -- Y' >&2\nexit 1\n"
+    )
+    (bare / "ssh-keygen").chmod(0o755)
+    proc = setup_env_signature_step(tmp_path / "b", archive, *trust(keys), path=str(bare))
+    assert proc.returncode == 1, proc.stderr
+    assert "older than OpenSSH 8.1" in proc.stderr and "nothing was installed" in proc.stderr
 
 
 def test_require_signature_needs_allowed_signers(tmp_path: Path) -> None:

@@ -26,8 +26,9 @@ TIMEOUT_S = 60
 _OPENSSH_VERSION = re.compile(rb"OpenSSH_(\d+)\.(\d+)")
 _INSTALL_HINT = "install OpenSSH 8.1 or newer (Debian/Ubuntu: apt-get install openssh-client)"
 
-# ssh-keygen's own words (stderr) -> what went wrong, most specific first.
-_FAILURES: tuple[tuple[str, str], ...] = (
+# ssh-keygen's own words (stderr) -> what went wrong, most specific first. Also rendered
+# into setup_env.sh, which checks a signature before repro is installed, in the same words.
+FAILURES: tuple[tuple[str, str], ...] = (
     ("key has expired", "the signer's key has expired (valid-before in the allowed-signers file)"),
     (
         "not yet valid",
@@ -211,7 +212,7 @@ def verify_signature(
 
 def _why(stderr: str, policy: SignaturePolicy) -> str:
     lowered = stderr.lower()
-    for needle, why in _FAILURES:
+    for needle, why in FAILURES:
         if needle in lowered:
             return why
     return (

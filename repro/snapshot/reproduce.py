@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from shlex import quote
 from string import Template
+
+from repro.bundle.signing import FAILURES, NAMESPACE
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,14 @@ def render_reproduce(facts: ReproduceFacts) -> str:
     )
 
 
+def _signature_failures() -> str:
+    """signing.FAILURES as the arms of setup_env.sh's `case` over ssh-keygen's lowered
+    words: the script names a bad signature as repro does."""
+    return "\n".join(
+        f"        *{quote(needle.lower())}*) why={quote(why)} ;;" for needle, why in FAILURES
+    )
+
+
 def render_setup_env(
     *, tool_version: str, tool_python: str, source_python: str, wheel_pythons: Sequence[str]
 ) -> str:
@@ -123,4 +134,6 @@ def render_setup_env(
         tool_python=tool_python,
         source_python=source_python,
         wheel_pythons=", ".join(wheel_pythons) or "none",
+        namespace=NAMESPACE,
+        signature_failures=_signature_failures(),
     )
