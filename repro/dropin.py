@@ -39,11 +39,17 @@ def render_dropin(unit: str, names: Iterable[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _lines(text: str) -> list[str]:
+    """Lines as systemd's env-file parser ends them: at "\\n" (a "\\r" before it
+    dropped), never at a form feed or U+2028 as str.splitlines() would."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def required_names(text: str) -> tuple[str, ...]:
     """The names of `text` marked as removed at pack time, in order."""
     names: list[str] = []
     marked = False
-    for line in text.splitlines():
+    for line in _lines(text):
         if line.strip() == REQUIRED_MARK:
             marked = True
             continue
@@ -58,7 +64,7 @@ def read_values(text: str) -> dict[str, str]:
     """NAME=value assignments of an environment file, the last one winning as in
     systemd; quotes around a value are dropped."""
     values: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         match = _ASSIGNMENT.match(line)
         if match is not None:
             values[match.group("name")] = match.group("value").strip().strip("\"'")

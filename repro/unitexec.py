@@ -28,6 +28,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from repro.unittext import unit_assignments
+
 PREFIX_CHARS = "-@+!:"
 KEPT_VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
 _SIMPLE_ESCAPES = {
@@ -86,19 +88,23 @@ EXEC_KEYS = (
 EXEC_SECTIONS = ("Service", "Socket")
 
 
-def service_settings(text: str) -> list[tuple[str, str]]:
-    """(key, value) of each assignment in [Service], in order: comments dropped, lines
-    ending in a backslash joined with the next (the backslash becomes a space), comment
-    lines inside such a continuation skipped."""
-    return [(key, value) for section, key, value in unit_settings(text) if section == "Service"]
+def service_settings(text: str, *, source: str = "unit file") -> list[tuple[str, str]]:
+    """(key, value) of each assignment in [Service], in order, read as systemd reads
+    the file (repro.unittext: comments dropped, continuations joined, text systemd would
+    read otherwise refused)."""
+    return [
+        (key, value)
+        for section, key, value in unit_settings(text, source=source)
+        if section == "Service"
+    ]
 
 
-def unit_commands(text: str) -> list[tuple[str, str]]:
+def unit_commands(text: str, *, source: str = "unit file") -> list[tuple[str, str]]:
     """(key, command line) of every command a unit file makes systemd run: each Exec*=
     of [Service] and [Socket] (EXEC_KEYS), in that order, each key's lines in file
     order; an empty assignment resets the lines of its key before it."""
     lines: dict[tuple[str, str], list[str]] = {}
-    for section, key, value in unit_settings(text):
+    for section, key, value in unit_settings(text, source=source):
         if section in EXEC_SECTIONS and key in EXEC_KEYS:
             slot = lines.setdefault((section, key), [])
             if value:
@@ -113,35 +119,12 @@ def unit_commands(text: str) -> list[tuple[str, str]]:
     ]
 
 
-def unit_settings(text: str) -> list[tuple[str, str, str]]:
-    """(section, key, value) of each assignment of a unit file, in order (see
-    `service_settings`)."""
-    settings: list[tuple[str, str, str]] = []
-    section: str | None = None
-    pending: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if pending is not None:
-            if line.startswith(("#", ";")):
-                continue
-            line = pending + " " + line
-            pending = None
-        elif not line or line.startswith(("#", ";")):
-            continue
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-            continue
-        key, sep, value = line.partition("=")
-        if sep and section is not None:
-            settings.append((section, key.strip(), value.strip()))
-    if pending is not None and section is not None:
-        key, sep, value = pending.partition("=")
-        if sep:
-            settings.append((section, key.strip(), value.strip()))
-    return settings
+def unit_settings(text: str, *, source: str = "unit file") -> list[tuple[str, str, str]]:
+    """(section, key, value) of each assignment of a unit file, in order
+    (repro.unittext.unit_assignments; `source` names the file in a refusal)."""
+    return [
+        (line.section or "", line.key, line.value) for line in unit_assignments(text, source=source)
+    ]
 
 
 def _escape(text: str, index: int) -> tuple[str, int]:
@@ -280,18 +263,25 @@ def _environment(values: Sequence[str], unit: str, warnings: list[str]) -> dict[
     return environment
 
 
-def parse_service(text: str, *, unit: str, provided: Collection[str] = ()) -> ServiceExec:
+def parse_service(
+    text: str, *, unit: str, provided: Collection[str] = (), source: str | None = None
+) -> ServiceExec:
     """The command, environment and working directory of a unit file's [Service];
-    `provided` names variables the target sets (they stay ${NAME} in argv)."""
+    `provided` names variables the target sets (they stay ${NAME} in argv); `source`
+    names the file in a refusal (default: the unit's name)."""
     warnings: list[str] = []
-    settings = service_settings(text)
+    settings = service_settings(text, source=source or unit)
     environment = _environment([v for k, v in settings if k == "Environment"], unit, warnings)
     starts: list[str] = []
     for key, value in settings:
         if key == "ExecStart":
             starts = [*starts, value] if value else []
     working = [v for k, v in settings if k == "WorkingDirectory"]
-    directory = working[-1].removeprefix("-") if working and working[-1] else None
+    directory = (
+        _specifiers(working[-1].removeprefix("-"), unit, warnings)
+        if working and working[-1]
+        else None
+    )
     if not starts:
         return ServiceExec(unit, (), "", environment, directory, tuple(warnings))
     commands = _commands(split_words(_specifiers(starts[-1], unit, warnings)))

@@ -54,7 +54,8 @@ COMMANDS = [
     ("ExecStartPost", "/bin/true post"),
     ("ExecReload", "/bin/kill -HUP $MAINPID"),
     ("ExecStop", "/bin/true stop"),
-    ("ExecStopPost", "/bin/true  stop-post"),
+    # systemd's join: the backslash becomes a space, the next line is appended as it is
+    ("ExecStopPost", "/bin/true    stop-post"),
 ]
 FOREIGN = b"[Unit]\nDescription=the box's own ssh server\n[Service]\nExecStart=/usr/sbin/sshd -D\n"
 

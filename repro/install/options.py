@@ -9,6 +9,7 @@ from pathlib import Path
 from repro.bundle.signing import SignaturePolicy
 from repro.install.installer import RequestedInstaller
 from repro.install.unitinstall import SYSTEMD_DIR
+from repro.unitrender import check_path_value
 
 # (step, status, detail): each step as it starts, finishes, or says something
 Events = Callable[[str, str, str], None]
@@ -33,3 +34,12 @@ class UnpackOptions:
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
     jobs: int | None = None  # files hashed in parallel by the verification
     keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too
+
+    def __post_init__(self) -> None:
+        """--target and --models are written into the bundle's units: a control
+        character (a newline starts a new setting) is refused here, before anything is
+        read or written (exit 2); repro.unitrender escapes everything else."""
+        for option, path in (("--target", self.target or Path.cwd()), ("--models", self.models)):
+            if path is not None:
+                for form in {str(path.absolute()), str(path.resolve())}:
+                    check_path_value(option, form)

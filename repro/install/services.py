@@ -16,10 +16,10 @@ from repro.bundle import layout
 from repro.dropin import required_names, unset_names
 from repro.errors import InstallError
 from repro.install.atomic import atomic_write
-from repro.snapshot.services import render_unit, validate_unit_name
+from repro.snapshot.services import validate_unit_name
 from repro.unitexec import unit_commands
-
-_ENV_FILE_LINE = re.compile(r"^(?P<key>\s*EnvironmentFile\s*=\s*-?)(?P<path>\S+)\s*$", re.M)
+from repro.unitrender import render_env_text, render_unit_text
+from repro.unittext import physical_lines, unit_assignments, unit_lines
 
 
 @dataclass(frozen=True)
@@ -62,17 +62,19 @@ def _keep_provided(rendered: str, existing: str) -> str:
     names = set(required_names(rendered))
     unset = set(unset_names(existing, names))
     values: dict[str, str] = {}
-    for line in existing.splitlines():
-        match = _SETTING.match(line.strip())
+    # lines end at "\n" only, as systemd's env-file parser reads them (str.splitlines()
+    # would also end one at a form feed or U+2028)
+    for line in existing.split("\n"):
+        match = _SETTING.match(line.strip(" \t\r"))
         if match is not None and match.group("name") in names - unset:
             values[match.group("name")] = match.group("value")
     out = []
-    for line in rendered.splitlines(keepends=True):
-        match = _SETTING.match(line.strip())
+    for line in rendered.split("\n"):
+        match = _SETTING.match(line.strip(" \t\r"))
         if match is not None and match.group("name") in values and not match.group("value"):
-            line = f"{match.group('name')}={values[match.group('name')]}\n"
+            line = f"{match.group('name')}={values[match.group('name')]}"
         out.append(line)
-    return "".join(out)
+    return "\n".join(out)
 
 
 def required_secrets(bundle: Path, target: Path) -> list[RequiredSecret]:
@@ -92,48 +94,78 @@ def required_secrets(bundle: Path, target: Path) -> list[RequiredSecret]:
     return found
 
 
-def _point_env_file(text: str, name: str, dest: Path) -> str:
-    """EnvironmentFile= lines naming a file called `name` now name `dest`."""
+def _point_env_file(text: str, name: str, dest: Path, *, source: str) -> str:
+    """EnvironmentFile= settings naming a file called `name` now name `dest` (its "-"
+    kept; "%" written "%%", as systemd resolves specifiers in the path)."""
+    out: list[str] = []
+    for line in unit_lines(text, source=source):
+        path = line.value.removeprefix("-")
+        if (
+            line.kind == "assignment"
+            and line.key == "EnvironmentFile"
+            and (path.endswith("/" + name))
+        ):
+            optional = "-" if line.value.startswith("-") else ""
+            out.append(f"EnvironmentFile={optional}{str(dest).replace('%', '%%')}\n")
+        else:
+            out.extend(line.raw)
+    return "".join(out)
 
-    def replace(match: re.Match[str]) -> str:
-        if match.group("path").endswith("/" + name):
-            return f"{match.group('key')}{dest}"
-        return match.group(0)
 
-    return _ENV_FILE_LINE.sub(replace, text)
-
-
-_ALIAS_LINE = re.compile(r"^\s*(Alias|DefaultInstance)\s*=\s*(?P<value>.*)$", re.M)
+_ALIAS_KEYS = ("Alias", "DefaultInstance")  # [Install]: names the unit is enabled as
 
 
 def check_units(bundle: Path, *, where: str) -> list[str]:
-    """The bundle's unit names, each checked: a plain systemd name, and no [Install]
-    Alias=/DefaultInstance= that would install it under another name."""
+    """The bundle's unit names, each checked: a plain systemd name, text systemd reads
+    as repro does (repro.unittext; its environment files too), and no Alias= or
+    DefaultInstance= that would install it under another name."""
     source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
     names: list[str] = []
     for unit in sorted(p for p in source.iterdir() if p.is_file()):
-        validate_unit_name(unit.name, source=f"{where}: {layout.unit(unit.name)}")
-        try:
-            text = unit.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InstallError(f"{where}: {layout.unit(unit.name)}: cannot read: {exc}") from exc
-        alias = _ALIAS_LINE.search(text)
-        if alias is not None:
-            raise InstallError(
-                f"{where}: {layout.unit(unit.name)} would also be installed as "
-                f"{alias.group('value').strip()!r} ({alias.group(1)}=)",
-                hint="a bundle's units are installed under their own names only; "
-                "remove the line and pack again",
-            )
+        member = f"{where}: {layout.unit(unit.name)}"
+        validate_unit_name(unit.name, source=member)
+        text = _read(unit, member)
+        for line in unit_assignments(text, source=member):
+            if line.key in _ALIAS_KEYS:
+                raise InstallError(
+                    f"{member}:{line.number} would also be installed as "
+                    f"{line.value!r} ({line.key}=)",
+                    hint="a bundle's units are installed under their own names only; "
+                    "remove the line and pack again",
+                )
+        env_dir = source / f"{unit.name}.d"
+        for env_file in sorted(env_dir.iterdir()) if env_dir.is_dir() else ():
+            env_member = f"{where}: {layout.unit(f'{unit.name}.d/{env_file.name}')}"
+            physical_lines(_read(env_file, env_member), source=env_member)
         names.append(unit.name)
     return names
 
 
-def render_units(
+def _read(path: Path, member: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"{member}: cannot read: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _UnitText:
+    """One unit rendered in memory: its text, and each environment file's."""
+
+    name: str
+    path: Path
+    text: str
+    env_files: tuple[tuple[Path, str], ...]  # (where it goes, rendered text)
+
+
+def _render_texts(
     bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
-) -> list[RenderedUnit]:
+) -> list[_UnitText]:
+    """Every unit and environment file with the target's paths, escaped and read back
+    (repro.unitrender); reads only, so a path systemd would read otherwise is refused
+    before anything is written."""
     source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
@@ -141,20 +173,43 @@ def render_units(
     values = {"REPRO_VENV": str(venv), "REPRO_HOME": str(home)}
     if models is not None:
         values["REPRO_MODELS"] = str(models)
-    rendered: list[RenderedUnit] = []
+    texts: list[_UnitText] = []
     for unit in sorted(p for p in source.iterdir() if p.is_file()):
-        validate_unit_name(unit.name, source=str(unit))
-        text = render_unit(unit.read_text(encoding="utf-8"), values)
+        member = layout.unit(unit.name)
+        validate_unit_name(unit.name, source=member)
+        text = render_unit_text(_read(unit, member), values, source=member)
         env_dir = source / f"{unit.name}.d"
-        if env_dir.is_dir():
-            for env_file in sorted(env_dir.iterdir()):
-                dest = out_dir / f"{unit.name}.d" / env_file.name
-                content = render_unit(env_file.read_text(encoding="utf-8"), values)
-                if dest.is_file():
-                    content = _keep_provided(content, dest.read_text(encoding="utf-8"))
-                atomic_write(dest, content.encode(), mode=0o600)
-                text = _point_env_file(text, env_file.name, dest)
-        path = out_dir / unit.name
-        atomic_write(path, text.encode())
-        rendered.append(RenderedUnit(unit.name, path, tuple(unit_commands(text))))
+        env_files: list[tuple[Path, str]] = []
+        for env_file in sorted(env_dir.iterdir()) if env_dir.is_dir() else ():
+            dest = out_dir / f"{unit.name}.d" / env_file.name
+            env_member = layout.unit(f"{unit.name}.d/{env_file.name}")
+            content = render_env_text(_read(env_file, env_member), values, source=env_member)
+            env_files.append((dest, content))
+            text = _point_env_file(text, env_file.name, dest, source=member)
+        texts.append(_UnitText(unit.name, out_dir / unit.name, text, tuple(env_files)))
+    return texts
+
+
+def check_rendering(
+    bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
+) -> None:
+    """Refuse (exit 2), before anything is written, a target whose paths cannot be
+    written into the bundle's units as systemd would read them back."""
+    _render_texts(bundle, target, venv=venv, home=home, models=models)
+
+
+def render_units(
+    bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
+) -> list[RenderedUnit]:
+    """The bundle's units and their environment files written under TARGET/services
+    with the target's paths; a value the operator set in an environment file is kept."""
+    rendered: list[RenderedUnit] = []
+    for unit in _render_texts(bundle, target, venv=venv, home=home, models=models):
+        for dest, content in unit.env_files:
+            if dest.is_file():
+                content = _keep_provided(content, dest.read_text(encoding="utf-8"))
+            atomic_write(dest, content.encode(), mode=0o600)
+        atomic_write(unit.path, unit.text.encode())
+        commands = unit_commands(unit.text, source=layout.unit(unit.name))
+        rendered.append(RenderedUnit(unit.name, unit.path, tuple(commands)))
     return rendered

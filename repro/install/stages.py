@@ -45,7 +45,7 @@ from repro.install.options import Events, UnpackOptions
 from repro.install.patching import apply_patches
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.report import REPORT, StageResult
-from repro.install.services import RenderedUnit, check_units, render_units
+from repro.install.services import RenderedUnit, check_rendering, check_units, render_units
 from repro.install.smoke import SmokeStep
 from repro.install.sources import package_sources
 from repro.install.state import STATE_DIR, STEPS, UnpackState
@@ -64,7 +64,13 @@ from repro.install.vaultinstall import (
     install_from_vault,
     supported_tags,
 )
-from repro.install.workspace import models_dir, path_values, plan_restore, restore_workspace
+from repro.install.workspace import (
+    models_dir,
+    path_values,
+    plan_restore,
+    restore_workspace,
+    venv_dir,
+)
 from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import LockFile, read_requirements_lock
 from repro.snapshot.services import render_unit
@@ -151,6 +157,14 @@ def preflight(
             + describe(report.failed),
             hint="fix the listed problems, or pass --force to go on anyway",
         )
+    # the target's paths written into the units, read back: refused before any write
+    check_rendering(
+        bundle_dir,
+        target,
+        venv=venv_dir(target, info),
+        home=target,
+        models=models_dir(target, options.models),
+    )
     if options.install_units and not options.no_exec:
         names = check_units(bundle_dir, where=info.top_dir)
         refuse_conflicts(place_units(names, options.units_dir), force=options.force)

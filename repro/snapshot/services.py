@@ -28,6 +28,7 @@ from repro.redaction import is_secret_name, scrub_text, secret_assignment
 from repro.servecmd import PortNotANumber, model_arguments, serve_command
 from repro.snapshot.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.unitexec import ServiceExec, parse_service
+from repro.unittext import check_unit_text, physical_lines, unit_assignments
 
 UNIT_SUFFIXES = (".service", ".socket", ".timer", ".path", ".target", ".mount")
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
@@ -38,7 +39,6 @@ VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
 # is the root file system, -.slice the root slice), never a bundle's own unit.
 _UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?")
 UNIT_NAME_MAX = 255
-_ENV_FILE = re.compile(r"^\s*EnvironmentFile\s*=\s*-?(?P<path>\S+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -152,14 +152,17 @@ def resolve_unit_names(names: Sequence[str], *, unit_dir: Path = SYSTEM_UNIT_DIR
     return found
 
 
-def redact_environment_file(text: str) -> tuple[str, tuple[str, ...]]:
+def redact_environment_file(
+    text: str, *, source: str = "environment file"
+) -> tuple[str, tuple[str, ...]]:
     """Empty the values of KEY=value lines that hold a credential (repro.redaction
     .secret_assignment), each marked for the operator (repro.dropin.REQUIRED_MARK);
-    keep comments and layout."""
+    keep comments and layout. Lines end at "\\n" only, as systemd reads the file; a
+    character that would end or hide a line elsewhere is refused (repro.unittext)."""
     out: list[str] = []
     redacted: list[str] = []
-    for line in text.splitlines(keepends=True):
-        stripped = line.strip()
+    for line in physical_lines(text, source=source):
+        stripped = line.strip(" \t\r\n")
         if stripped and not stripped.startswith("#") and "=" in stripped:
             key, _, value = stripped.partition("=")
             key = key.removeprefix("export ").strip()
@@ -272,34 +275,50 @@ def unit_launch(service: ServiceExec) -> tuple[LaunchCommand | None, list[str]]:
     return launch, warnings
 
 
+def _environment_files(text: str, source: str) -> list[str]:
+    """The paths EnvironmentFile= settings name, each without its "-"."""
+    return [
+        line.value.removeprefix("-")
+        for line in unit_assignments(text, source=source)
+        if line.key == "EnvironmentFile" and line.value
+    ]
+
+
 def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> CapturedUnit:
     validate_unit_name(path.name, source=str(path))
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read unit file: {exc}") from exc
+    # Read as systemd reads it, or refused with the line (repro.unittext): a line that
+    # systemd runs and repro would not show never enters a bundle.
+    check_unit_text(text, source=str(path))
     # Model directories named in ExecStart= become references: inside the workspace
     # through ${REPRO_HOME}, outside it ${REPRO_MODELS}/<name> each.
-    source_service = parse_service(text, unit=path.name)
+    source_service = parse_service(text, unit=path.name, source=str(path))
     models = unit_models(source_service)
     paths = paths.with_models(
         argument.value
         for argument in model_arguments(source_service.argv)
         if argument.value.startswith("/")
     )
-    cleaned = clean_unit(text, unit=path.name)
+    cleaned = clean_unit(text, unit=path.name, source=str(path))
     dropin = _dropin(path.name, cleaned)
     env_files: list[EnvironmentFile] = [] if dropin is None else [dropin]
     warnings: list[str] = [_taken_warning(path.name, item) for item in cleaned.taken]
-    for match in _ENV_FILE.finditer(text):
-        env_path = Path(match.group("path"))
-        if "$" in match.group("path") or not env_path.is_absolute():
-            warnings.append(f"{path.name}: EnvironmentFile={env_path} is not captured (not a path)")
+    for named in _environment_files(text, str(path)):
+        env_path = Path(named)
+        if any(c in named for c in "$% \t") or not env_path.is_absolute():
+            warnings.append(f"{path.name}: EnvironmentFile={named} is not captured (not a path)")
             continue
         if not env_path.is_file():
             warnings.append(f"{path.name}: EnvironmentFile={env_path} does not exist")
             continue
-        env_text, redacted = redact_environment_file(env_path.read_text(encoding="utf-8"))
+        try:
+            env_raw = env_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{env_path}: cannot read environment file: {exc}") from exc
+        env_text, redacted = redact_environment_file(env_raw, source=str(env_path))
         bundle_name = f"{path.name}.d/{env_path.name}"
         env_files.append(
             EnvironmentFile(
@@ -317,7 +336,7 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
     if verify:
         warnings.extend(_verify_with_systemd(path))
     content = paths.templatize(cleaned.text)
-    service = parse_service(content, unit=path.name, provided=cleaned.names)
+    service = parse_service(content, unit=path.name, provided=cleaned.names, source=str(path))
     warnings.extend(service.warnings)
     launch, launch_warnings = unit_launch(service)
     warnings.extend(launch_warnings)
@@ -335,7 +354,9 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
 
 
 def render_unit(template: str, values: dict[str, str]) -> str:
-    """Fill ${REPRO_*} variables; other ${...} (systemd's own) stay as they are."""
+    """Fill ${REPRO_*} variables in plain text (a launch command's argv); other ${...}
+    (systemd's own) stay as they are. Unit text is rendered by
+    repro.unitrender.render_unit_text, which escapes each path for its setting."""
     for name in VARIABLES:
         if name in values:
             template = template.replace(f"${{{name}}}", values[name])

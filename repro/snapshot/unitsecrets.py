@@ -16,7 +16,6 @@ anew as one line, its words quoted as systemd reads them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from repro.dropin import dropin_reference
@@ -27,6 +26,7 @@ from repro.redaction import (
     secret_assignment,
 )
 from repro.unitexec import EXEC_KEYS, Word, split_words
+from repro.unittext import unit_lines
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 _REFERENCE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
@@ -104,28 +104,6 @@ def quote_word(word: Word) -> str:
         else:
             escaped.append(char)
     return '"' + "".join(escaped) + '"'
-
-
-def _logical_lines(text: str) -> Iterator[tuple[list[str], str]]:
-    """(raw lines, joined line) as systemd joins a trailing backslash with the next
-    line; comment lines inside a continuation are skipped (and kept as raw lines)."""
-    raw: list[str] = []
-    pending: str | None = None
-    for line in text.splitlines(keepends=True):
-        stripped = line.strip()
-        raw.append(line)
-        if pending is not None:
-            if stripped.startswith(("#", ";")):
-                continue
-            stripped = pending + " " + stripped
-            pending = None
-        if stripped.endswith("\\"):
-            pending = stripped[:-1]
-            continue
-        yield raw, stripped
-        raw = []
-    if raw:
-        yield raw, pending or ""
 
 
 class _Cleaner:
@@ -210,37 +188,38 @@ class _Cleaner:
         return " ".join(quote_word(word) for word in out)
 
 
-def clean_unit(text: str, *, unit: str) -> CleanUnit:
+def clean_unit(text: str, *, unit: str, source: str | None = None) -> CleanUnit:
     """`text` without its credentials, and what was taken. When anything was, the
-    unit's [Service] (or the section that held the first one) reads the drop-in."""
+    unit's [Service] (or the section that held the first one) reads the drop-in. The
+    text is read as systemd reads it (repro.unittext; `source` names the file in a
+    refusal, default the unit's name)."""
+    lines = unit_lines(text, source=source or unit)
     assignments = (
         word.text.partition("=")
-        for _, line in _logical_lines(text)
-        if line.partition("=")[0].strip() == "Environment"
-        for word in split_words(line.partition("=")[2])
+        for line in lines
+        if line.kind == "assignment" and line.key == "Environment"
+        for word in split_words(line.value)
     )
     plain = {name for name, _, value in assignments if secret_assignment(name, value) is None}
     cleaner = _Cleaner(unit, _Names(plain=plain))
     out: list[str] = []
     headers: dict[str, int] = {}  # section -> index in `out` just after its header
     first_section: str | None = None
-    section = ""
-    for raw, line in _logical_lines(text):
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-            out.extend(raw)
+    for line in lines:
+        section = line.section or ""
+        if line.kind == "section":
+            out.extend(line.raw)
             headers.setdefault(section, len(out))
             continue
-        key, sep, value = line.partition("=")
-        key, value = key.strip(), value.strip()
+        key, value = line.key, line.value
         before = len(cleaner.taken)
         new: str | None = value
-        if sep and key == "Environment" and value:
+        if line.kind == "assignment" and key == "Environment" and value:
             new = cleaner.environment(value)
-        elif sep and key in EXEC_KEYS and value:
+        elif line.kind == "assignment" and key in EXEC_KEYS and value:
             new = cleaner.command(key, value)
         if len(cleaner.taken) == before:
-            out.extend(raw)
+            out.extend(line.raw)
             continue
         first_section = first_section or section
         if new is not None:
