@@ -32,6 +32,7 @@ def pack_workspace(
     wheels: WheelsMode = "auto",
     download: bool = True,
     version: str = "1",
+    sign: Path | None = None,
 ) -> PackResult:
     out.mkdir(parents=True, exist_ok=True)
     result = pack(
@@ -42,6 +43,7 @@ def pack_workspace(
             download=download,
             cache_dir=cache,
             version=version,
+            sign=sign,  # what `repro pack --sign KEY` passes
         )
     )
     assert result.path is not None and result.path.is_file()

@@ -1,15 +1,28 @@
 """setup_env.sh on a bare box: a bundle made here is extracted with GNU tar inside a fresh
 box (no network, no source paths, no repro, no uv) and bootstrapped with nothing but the
-bundle. The box's Python is the bundle's own, not the packing one (3.12 vs 3.11)."""
+bundle. The box's Python is the bundle's own, not the packing one (3.12 vs 3.11).
+
+The bundle is signed (`repro pack --sign` with an ed25519 key made here by ssh-keygen),
+so the same bundle serves the unsigned runs, the signed runs and, changed inside the box,
+the hostile ones."""
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import io
+import re
 import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from repro import __version__, _toml
+from repro.bundle.signing import NAMESPACE
 from tests.bootbundles import make_workspace, pack_workspace
 from tests.freshbox import BoxPython, FreshBox, fresh_box
 from tests.snapshot.conftest import PYTHON_312
@@ -20,23 +33,55 @@ TOP = "ws-1"
 TOOL_HOME = "/box/home/.local/share/repro"
 UNPACK = ["--target", "/box/app", "--offline", "--no-smoke", "--cpu"]
 LISTING = f"find {TOP} -printf '%p %y %s %m %T@\\n' | LC_ALL=C sort"
+TOOL_VENV = re.compile(rf"tool-{re.escape(__version__)}-py3\.\d+-[0-9a-f]{{16}}")
+UNCHECKED = "the bundle's code is trusted without a signature check"
+MARKER = "/box/hostile-wheel-ran"
+TRUST = ["--allowed-signers", "/box/keys/allowed_signers", "--identity", "alice@example.com"]
+
+
+@dataclass(frozen=True)
+class Keys:
+    alice: Path  # signs the bundle; alice.pub beside it
+    bob: Path  # a key nobody trusts
+    allowed: Path  # alice@example.com may sign repro-bundle
+
+
+def _keygen(*args: str) -> None:
+    subprocess.run(["ssh-keygen", *args], capture_output=True, timeout=60, check=True)
 
 
 @pytest.fixture(scope="module")
-def bundle_312(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A bundle of a Python 3.12 venv (idna, six), packed on 3.11 with every wheel."""
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    root = tmp_path_factory.mktemp("bootkeys")
+    for who in ("alice", "bob"):
+        _keygen("-q", "-t", "ed25519", "-N", "", "-C", who, "-f", str(root / who))
+    allowed = root / "allowed_signers"
+    pub = (root / "alice.pub").read_text().strip()
+    allowed.write_text(f'alice@example.com namespaces="{NAMESPACE}" {pub}\n')
+    return Keys(root / "alice", root / "bob", allowed)
+
+
+@pytest.fixture(scope="module")
+def bundle_312(tmp_path_factory: pytest.TempPathFactory, keys: Keys) -> Path:
+    """A bundle of a Python 3.12 venv (idna, six), packed on 3.11 with every wheel and
+    signed by alice."""
     base = tmp_path_factory.mktemp("boot312")
     workspace = make_workspace(base, PYTHON_312)
-    result = pack_workspace(workspace, base / "out", cache=base / "cache", wheels="all")
+    result = pack_workspace(
+        workspace, base / "out", cache=base / "cache", wheels="all", sign=keys.alice
+    )
     assert result.path is not None
     return result.path
 
 
-def _box_with(bundle: Path, base: Path, python: BoxPython) -> FreshBox:
+def _box_with(bundle: Path, base: Path, python: BoxPython, keys: Keys | None = None) -> FreshBox:
     box = fresh_box(base, python=python)
     shutil.copy(bundle, box.root / bundle.name)
     extracted = box.run(["tar", "xf", bundle.name], timeout=120)
     assert extracted.returncode == 0, extracted.stderr
+    if keys is not None:
+        (box.root / "keys").mkdir()
+        shutil.copy(keys.allowed, box.root / "keys" / "allowed_signers")
     return box
 
 
@@ -64,7 +109,8 @@ def _assert_bootstrapped(box: FreshBox, python_version: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == python_version
     tool = [p.name for p in box.host(TOOL_HOME).iterdir()]
-    assert tool == [f"tool-{__version__}-py{python_version.rsplit('.', 1)[0]}"], tool
+    assert len(tool) == 1 and TOOL_VENV.fullmatch(tool[0]), tool
+    assert tool[0].startswith(f"tool-{__version__}-py{python_version.rsplit('.', 1)[0]}-")
 
 
 def test_setup_env_bootstraps_a_312_bundle_on_a_312_box_offline(
@@ -74,14 +120,16 @@ def test_setup_env_bootstraps_a_312_bundle_on_a_312_box_offline(
     before = box.run(LISTING, timeout=60).stdout
     code, output = _setup_env(box, *UNPACK)
     assert code == 0, output
-    assert f"into {TOOL_HOME}/tool-{__version__}-py3.12" in output
+    assert f"into {TOOL_HOME}/tool-{__version__}-py3.12-" in output
+    assert f"setup_env.sh: no --allowed-signers: {UNCHECKED}" in output
     assert box.run(LISTING, timeout=60).stdout == before  # nothing written in the bundle
     assert box.run("command -v repro", timeout=60).returncode != 0
     _assert_bootstrapped(box, "3.12.1")
-    # a second run reuses the working tool venv
+    # a second run reuses the working tool venv, built from the same wheels
     code, output = _setup_env(box, *UNPACK)
     assert code == 0, output
-    assert f"using repro {__version__} in {TOOL_HOME}/tool-{__version__}-py3.12" in output
+    assert f"using repro {__version__} in {TOOL_HOME}/tool-{__version__}-py3.12-" in output
+    assert "(built from these tool wheels)" in output
     assert "installing repro" not in output
     assert box.run(LISTING, timeout=60).stdout == before
 
@@ -209,9 +257,10 @@ def test_offline_on_a_python_the_tool_wheels_do_not_cover_says_what_to_do(tmp_pa
     assert "cannot bootstrap repro on Python 3.12 offline: not trying the network" in output
     assert "run this with Python 3.11 (REPRO_BOOTSTRAP_PYTHON=/path/to/python)" in output
     assert "or without --offline to download what Python 3.12 lacks" in output
-    assert f"removed {TOOL_HOME}/tool-{__version__}-py3.12 (made by this run)" in output
+    assert f"removed {TOOL_HOME}/tool-{__version__}-py3.12-" in output
+    assert "(made by this run); nothing was installed" in output
     assert box.run(LISTING, timeout=60).stdout == before
-    assert not box.host(f"{TOOL_HOME}/tool-{__version__}-py3.12").exists()
+    assert list(box.host(TOOL_HOME).iterdir()) == []
     assert not box.host("/box/app").exists()
     # without --offline it tries the network, which the box does not have: the same end
     online = [arg for arg in UNPACK if arg != "--offline"]
@@ -222,5 +271,147 @@ def test_offline_on_a_python_the_tool_wheels_do_not_cover_says_what_to_do(tmp_pa
         f"cannot install repro {__version__} on Python 3.12, from tool/wheels nor the network"
         in output
     )
-    assert not box.host(f"{TOOL_HOME}/tool-{__version__}-py3.12").exists()
+    assert list(box.host(TOOL_HOME).iterdir()) == []
     assert not box.host("/box/app").exists()
+
+
+# --- signatures: ssh-keygen in setup_env.sh, before any code of the bundle runs ------------
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _swap_tool_wheel(tree: Path) -> str:
+    """Replace repro's own wheel under `tree`/tool/wheels by one of the same name whose
+    `.pth` writes MARKER whenever the tool venv's Python starts (its RECORD lists it), and
+    write the new digest into MANIFEST.sha256: the manifest checks, its signature does not.
+    Returns the wheel's name."""
+    (wheel,) = (tree / "tool" / "wheels").glob(f"repro-{__version__}-*.whl")
+    pth = f"import pathlib; pathlib.Path({MARKER!r}).write_text('ran\\n')\n".encode()
+    with zipfile.ZipFile(wheel) as original:
+        members = [(info, original.read(info)) for info in original.infolist()]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as hostile:
+        for info, data in members:
+            if info.filename.endswith(".dist-info/RECORD"):
+                rows = list(csv.reader(io.StringIO(data.decode())))
+                rows.insert(0, ["repro_hostile.pth", _record_hash(pth), str(len(pth))])
+                text = io.StringIO()
+                csv.writer(text, lineterminator="\n").writerows(rows)
+                hostile.writestr("repro_hostile.pth", pth)
+                data = text.getvalue().encode()
+            hostile.writestr(info, data)
+    wheel.write_bytes(out.getvalue())
+    name = wheel.relative_to(tree).as_posix()
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    manifest = tree / "MANIFEST.sha256"
+    lines = manifest.read_text().splitlines(keepends=True)
+    changed = [f"{digest}  {name}\n" if line.endswith(f"  {name}\n") else line for line in lines]
+    assert changed != lines
+    manifest.write_text("".join(changed))
+    return name
+
+
+def _tool_venvs(box: FreshBox) -> list[str]:
+    home = box.host(TOOL_HOME)
+    return sorted(p.name for p in home.iterdir()) if home.exists() else []
+
+
+def test_a_signed_bundle_is_checked_by_ssh_keygen_then_unpacked(
+    bundle_312: Path, tmp_path: Path, keys: Keys
+) -> None:
+    box = _box_with(bundle_312, tmp_path, "3.12", keys)
+    code, output = _setup_env(box, *TRUST, *UNPACK)
+    assert code == 0, output
+    assert 'signature: Good "repro-bundle" signature for alice@example.com' in output
+    assert UNCHECKED not in output
+    _assert_bootstrapped(box, "3.12.1")
+    (venv,) = _tool_venvs(box)
+    key = box.host(f"{TOOL_HOME}/{venv}/repro-tool-wheels.sha256").read_text()
+    wheels = sorted(box.host(f"/box/{TOP}/tool/wheels").iterdir())
+    assert [line.split("  ", 1)[1] for line in key.splitlines()] == [
+        f"tool/wheels/{w.name}" for w in wheels
+    ]
+    whole = hashlib.sha256(key.encode()).hexdigest()
+    assert venv.endswith(f"-{whole[:16]}")
+
+
+def test_a_bundle_signed_by_an_unknown_key_is_refused_before_anything_is_made(
+    bundle_312: Path, tmp_path: Path, keys: Keys
+) -> None:
+    box = _box_with(bundle_312, tmp_path, "3.12", keys)
+    manifest = box.host(f"/box/{TOP}/MANIFEST.sha256")
+    signature = subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(keys.bob), "-n", NAMESPACE],
+        input=manifest.read_bytes(), capture_output=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    box.host(f"/box/{TOP}/MANIFEST.sha256.sig").write_bytes(signature)
+    code, output = _setup_env(box, *TRUST, *UNPACK)
+    assert code == 1, output
+    assert "MANIFEST.sha256.sig does not verify: it was not made by a key that" in output
+    assert "(unknown signer)" in output and "nothing was installed" in output
+    assert not box.host(TOOL_HOME).exists() and not box.host("/box/app").exists()
+
+
+def test_a_swapped_tool_wheel_never_runs_under_a_signature_check_nor_persists(
+    bundle_312: Path, tmp_path: Path, keys: Keys
+) -> None:
+    """The hostile bundle: repro's tool wheel swapped for one whose `.pth` writes MARKER,
+    re-manifested, the signature left as it was."""
+    box = _box_with(bundle_312, tmp_path, "3.12", keys)
+    hostile = box.host("/box/hostile")
+    hostile.mkdir()
+    assert box.run(["tar", "xf", bundle_312.name, "-C", "hostile"], timeout=120).returncode == 0
+    _swap_tool_wheel(hostile / TOP)
+    check = box.run(f"cd hostile/{TOP} && sha256sum -c --strict --quiet MANIFEST.sha256")
+    assert check.returncode == 0, check.stdout  # the manifest alone vouches for the swap
+    hostile_script = ["bash", f"/box/hostile/{TOP}/setup_env.sh"]
+
+    # with --allowed-signers: refused by ssh-keygen, nothing of the bundle ran or was made
+    proc = box.run([*hostile_script, *TRUST, *UNPACK], timeout=300)
+    assert not box.host(MARKER).exists(), proc.stderr
+    assert not box.host(TOOL_HOME).exists() and not box.host("/box/app").exists()
+    assert proc.returncode == 1, proc.stderr
+    assert "MANIFEST.sha256.sig does not verify: the signature does not match" in proc.stderr
+    assert "nothing was installed" in proc.stderr
+
+    # without it: the warning, and the swapped wheel's code runs (the marker is real);
+    # the venv goes where an older setup_env.sh kept its tool venv, as an old one would
+    old_layout = f"{TOOL_HOME}/tool-{__version__}-py3.12"
+    proc = box.run(
+        [*hostile_script, "--bootstrap-only", "--tool-venv", old_layout, "--offline"],
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"setup_env.sh: no --allowed-signers: {UNCHECKED}" in proc.stderr
+    assert box.run([f"{old_layout}/bin/repro", "--version"], timeout=60).returncode == 0
+    assert box.host(MARKER).is_file()
+    box.host(MARKER).unlink()
+    # an older setup_env.sh's tool venv: no key file
+    box.host(f"{old_layout}/repro-tool-wheels.sha256").unlink()
+
+    # the good, signed bundle afterwards: its own fresh venv, the hostile one never started
+    code, output = _setup_env(box, *TRUST, *UNPACK)
+    assert code == 0, output
+    assert f"into {TOOL_HOME}/tool-{__version__}-py3.12-" in output
+    assert "using repro" not in output
+    assert not box.host(MARKER).exists()
+    venvs = _tool_venvs(box)
+    assert len(venvs) == 2 and venvs[0] == f"tool-{__version__}-py3.12", venvs
+    assert TOOL_VENV.fullmatch(venvs[1]), venvs
+    assert box.host("/box/app/.repro/state.toml").is_file()
+
+    # asked for the hostile venv's own path: rebuilt there from the good wheels, not reused
+    proc = box.run(
+        ["bash", f"/box/{TOP}/setup_env.sh", *TRUST, "--bootstrap-only", "--offline",
+         "--tool-venv", old_layout],
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"{old_layout} was not built from these tool wheels: building it anew" in proc.stderr
+    assert proc.stdout.strip() == f"{old_layout}/bin/repro"
+    assert box.run([f"{old_layout}/bin/repro", "--version"], timeout=60).returncode == 0
+    assert not box.host(MARKER).exists()
+    assert _tool_venvs(box) == venvs  # the hostile venv set aside is gone
+    assert not list(box.host(f"{old_layout}").glob("**/repro_hostile.pth"))
