@@ -26,13 +26,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
 from repro.errors import InstallError, UsageError
 from repro.install.targetsite import read_installed
 from repro.install.tether import run_tethered
-from repro.snapshot.lock import read_requirements_lock, render_pins_only
+from repro.install.vaultinstall import (
+    choose_wheel_names,
+    describe_interpreter,
+    supported_tags,
+    venv_scheme,
+)
+from repro.install.wheelaudit import check_claims, plan_wheel
+from repro.snapshot.lock import Pin, read_requirements_lock, render_pins_only
 
 Installer = Literal["vault", "uv", "pip"]
 RequestedInstaller = Literal["auto", "vault", "uv", "pip"]
@@ -261,7 +269,9 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
     installed. pip reads the file itself; given a digest for some pins only it would
     demand one for every pin, so it gets the lock's own."""
     extra = plan.vault_hashes if installer == "uv" else None
-    pins_only = render_pins_only(read_requirements_lock(plan.lock), extra)
+    lock_pins = read_requirements_lock(plan.lock)
+    audit_local_wheels(interpreter, plan, lock_pins.pins)
+    pins_only = render_pins_only(lock_pins, extra)
     with tempfile.TemporaryDirectory(prefix="repro-install-") as neutral:
         lock = Path(neutral) / "lock" / "requirements.txt"
         lock.parent.mkdir()
@@ -274,6 +284,35 @@ def install_lock(interpreter: Path, plan: InstallPlan, installer: Installer) -> 
         work = Path(neutral) / "cwd"
         work.mkdir()
         _install(interpreter, plan, installer, cwd=work)
+
+
+def _local_dirs(plan: InstallPlan) -> list[Path]:
+    """The directories of wheels on this box that the installer is pointed at."""
+    dirs = [plan.wheels] if plan.wheels is not None else []
+    for link in plan.find_links:
+        if link.startswith("file://"):
+            dirs.append(Path(unquote(urlsplit(link).path)))
+        elif "://" not in link:
+            dirs.append(Path(link))
+    return [d for d in dirs if d.is_dir()]
+
+
+def audit_local_wheels(interpreter: Path, plan: InstallPlan, pins: Sequence[Pin]) -> None:
+    """The local wheel pip-sync or uv would take for each pin, checked as the vault
+    installer checks its own (repro.install.wheelaudit: where each file would go,
+    the sizes and ranges of its members, two wheels writing one path) before either
+    installer sees it: they would write the venv's own `pyvenv.cfg` or `bin/python`
+    for a wheel that asks."""
+    by_name: dict[str, Path] = {}
+    for directory in _local_dirs(plan):
+        for wheel in sorted(directory.glob("*.whl")):
+            by_name.setdefault(wheel.name, wheel)
+    if not by_name:
+        return
+    described = describe_interpreter(interpreter)
+    chosen, _ = choose_wheel_names(pins, by_name, supported_tags(described))
+    scheme = venv_scheme(interpreter, described)
+    check_claims([plan_wheel(by_name[name], scheme) for name in chosen.values()])
 
 
 def _install(interpreter: Path, plan: InstallPlan, installer: Installer, *, cwd: Path) -> None:

@@ -46,7 +46,8 @@ from repro.install.vaultinstall import (
     supported_tags,
     venv_scheme,
 )
-from repro.install.wheelinstall import Installed, Scheme, install_wheel
+from repro.install.wheelaudit import Claims, plan_wheel
+from repro.install.wheelinstall import Installed, Scheme, install_plan
 from repro.install.workspace import venv_dir
 from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import read_requirements_lock
@@ -97,6 +98,8 @@ class StreamedInstall:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _installed: list[Installed] = field(default_factory=list)
     _consumed: set[str] = field(default_factory=set)
+    # every destination of the wheels unpacked so far: a later wheel may not write one
+    _claims: Claims = field(default_factory=Claims)
     _error: BaseException | None = None
     _failed: threading.Event = field(default_factory=threading.Event)
     _started: float = 0.0
@@ -176,6 +179,7 @@ class StreamedInstall:
                 data=self._staged(venv, venv),
                 include_site=self._staged(final.include_site, venv),
                 python=final.python,
+                version=final.version,
             ),
             layout=relative_layout(described.scheme),
             wanted={filename: pin for pin, filename in wanted.items()},
@@ -198,7 +202,13 @@ class StreamedInstall:
                     f"{wheel.name}: sha256 {digest} is not the one {layout.VAULT_TOML} "
                     f"lists for {pin}"
                 )
-            installed = install_wheel(wheel, plan.scheme)
+            # planned (central directory only) and its destinations claimed before a
+            # byte is written: two wheels of the stream writing one path are refused
+            # whichever arrives first
+            wheel_plan = plan_wheel(wheel, plan.scheme)
+            with self._lock:
+                self._claims.add(wheel_plan)
+            installed = install_plan(wheel_plan)
             removed = False
             if not self.options.keep_bundle and wheel.name not in plan.keep:
                 wheel.unlink()

@@ -26,7 +26,8 @@ from repro.bundle import layout
 from repro.errors import InstallError
 from repro.hashing import sha256_file
 from repro.install.targetsite import run_no_site
-from repro.install.wheelinstall import Installed, Scheme, install_wheel
+from repro.install.wheelaudit import WheelPlan, check_claims, plan_wheel
+from repro.install.wheelinstall import Installed, Scheme, install_plan
 from repro.snapshot.lock import Pin
 
 # Wheels unpacked at once are held to this many bytes (or one wheel, when larger), so
@@ -144,6 +145,7 @@ def venv_scheme(interpreter: Path, described: Interpreter) -> Scheme:
         data=prefix,
         include_site=prefix / "include" / "site" / f"python{major}.{minor}",
         python=interpreter,
+        version=(major, minor),
     )
 
 
@@ -189,9 +191,14 @@ def install_from_vault(
 ) -> VaultInstallResult:
     """Unpack `wheels` (pin -> vault wheel) into the venv of `interpreter`.
 
-    Each wheel's SHA-256 must be one that env/vault.toml lists for its pin (`hashes`),
-    read just before it is unpacked; the first wheel that fails stops the rest."""
+    Every wheel is planned first (its central directory read and checked, its
+    destinations judged: repro.install.wheelaudit), and the run is refused, nothing
+    written, when one wheel may not write where it would or two write one path. Each
+    wheel's SHA-256 must be one that env/vault.toml lists for its pin (`hashes`), read
+    just before it is unpacked; the first wheel that fails stops the rest."""
     scheme = venv_scheme(interpreter, describe_interpreter(interpreter))
+    plans: dict[str, WheelPlan] = {pin: plan_wheel(wheel, scheme) for pin, wheel in wheels.items()}
+    check_claims(list(plans.values()))
     order = sorted(wheels.items(), key=lambda item: item[1].stat().st_size, reverse=True)
     total = sum(path.stat().st_size for _, path in order)
     budget = in_flight_budget(total)
@@ -211,7 +218,7 @@ def install_from_vault(
                     hint="the kept bundle was changed after it was verified; run unpack "
                     "again with the bundle (--replace rebuilds the target)",
                 )
-            installed = install_wheel(wheel, scheme)
+            installed = install_plan(plans[pin])
             if drop:
                 wheel.unlink()
             done.append(installed)

@@ -4,73 +4,46 @@ What pip and uv do for a wheel, and nothing else (PEP 427, PEP 491, the binary
 distribution format): every member goes to its scheme's directory (the root to purelib
 or platlib as WHEEL's `Root-Is-Purelib` says, `<name>.data/<key>/` to that key's
 directory), `#!python` scripts get the venv's interpreter, console and GUI entry points
-become scripts, and the dist-info gets INSTALLER, REQUESTED and a RECORD of the paths
-as installed. No code of the wheel runs and no bytecode is compiled (as uv).
+become scripts (pip's `pipX.Y` for the target's Python), and the dist-info gets
+INSTALLER, REQUESTED and a RECORD of the paths as installed. No code of the wheel runs
+and no bytecode is compiled (as uv).
 
-Stored members (rebuilt vault wheels store every file) are copied by the kernel
-(`copy_file_range`: no byte passes through Python, and a file system with reflinks
-shares the blocks); deflated ones are inflated through zipfile, which checks their
-CRC-32. The caller has checked the wheel's SHA-256 against the bundle before.
+Where each member goes, and whether the wheel may write it there, is decided first for
+the whole wheel (repro.install.wheelaudit: nothing is written for a refused wheel).
+Each member is then read once: its bytes are hashed as they are written (stored ones
+read with pread, deflated ones inflated here, bounded by the declared size, CRC-32
+checked), and a member whose bytes are not the ones its RECORD row hashes is refused,
+the files of the wheel written so far removed. The caller has checked the wheel's
+SHA-256 against the bundle before.
 """
 
 from __future__ import annotations
 
 import base64
-import configparser
+import contextlib
 import csv
 import hashlib
 import io
 import os
-import stat
-import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
-from email.parser import BytesHeaderParser
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from repro.install.wheelaudit import (
+    Member,
+    WheelPlan,
+    identity_of,
+    plan_wheel,
+    refuse,
+)
+from repro.install.wheelscheme import INSTALLER_NAME, Scheme, shebang
 
-from repro.errors import InstallError
+__all__ = ["INSTALLER_NAME", "Installed", "Scheme", "install_plan", "install_wheel", "shebang"]
 
-INSTALLER_NAME = "repro"
-_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
-_LOCAL_MAGIC = b"PK\x03\x04"
 _CHUNK = 1 << 20
-_SCHEME_KEYS = ("purelib", "platlib", "scripts", "headers", "data")
-# pip's limit: a longer `#!` line is cut by the kernel (BINPRM_BUF_SIZE, 128 bytes).
-_SHEBANG_MAX = 127
-
-# uv's template (pip's differs only in stripping the suffix with a regular expression)
-_ENTRY_POINT_SCRIPT = """\
-# -*- coding: utf-8 -*-
-import sys
-from {module} import {head}
-if __name__ == "__main__":
-    if sys.argv[0].endswith("-script.pyw"):
-        sys.argv[0] = sys.argv[0][:-11]
-    elif sys.argv[0].endswith(".exe"):
-        sys.argv[0] = sys.argv[0][:-4]
-    sys.exit({call}())
-"""
-
-
-@dataclass(frozen=True)
-class Scheme:
-    """Where a venv keeps each kind of file (sysconfig's scheme of its interpreter)."""
-
-    purelib: Path
-    platlib: Path
-    scripts: Path
-    data: Path
-    include_site: Path  # headers go to include_site / <distribution name>
-    python: Path  # the interpreter scripts are pointed at
-
-    def base(self, key: str, distribution: str) -> Path:
-        if key == "headers":
-            return self.include_site / distribution
-        path: Path = getattr(self, key)
-        return path
+_SMALL = 1 << 16  # a member this small is read in one pread
 
 
 @dataclass(frozen=True)
@@ -81,207 +54,212 @@ class Installed:
     bytes: int
 
 
-def shebang(python: Path) -> bytes:
-    """The `#!` line(s) a script starts with: the interpreter's path, or, where the kernel
-    would cut it or split it at a space, pip's `/bin/sh` trampoline."""
-    text = str(python)
-    if len(text) + 2 <= _SHEBANG_MAX and " " not in text:
-        return f"#!{text}\n".encode()
-    quoted = text.replace("'", "'\"'\"'")
-    return f"#!/bin/sh\n'''exec' '{quoted}' \"$0\" \"$@\"\n' '''\n".encode()
-
-
 def record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return f"sha256={digest.decode('ascii')}"
+    return _b64(hashlib.sha256(data).digest())
 
 
-def _safe_parts(member: str, wheel: Path) -> tuple[str, ...]:
-    """The member's path components, refused when it could leave its directory."""
-    parts = tuple(member.split("/"))
-    bad = (
-        member.startswith("/")
-        or "\\" in member
-        or "\x00" in member
-        or any(part in ("", ".", "..") for part in parts)
-    )
-    if bad:
-        raise InstallError(f"{wheel.name}: member {member!r} is not a safe relative path")
-    return parts
+def _b64(digest: bytes, algo: str = "sha256") -> str:
+    return f"{algo}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode('ascii')}"
 
 
-def _dist_info(names: list[str], wheel: Path) -> str:
-    """The wheel's one `<name>-<version>.dist-info` directory for its own distribution."""
-    name = canonicalize_name(parse_wheel_filename(wheel.name)[0])
-    found = {
-        top
-        for top, sep, _ in (n.partition("/") for n in names)
-        if sep and top.endswith(".dist-info")
-        and canonicalize_name(top[: -len(".dist-info")].rpartition("-")[0]) == name
-    }  # fmt: skip
-    if len(found) != 1:
-        what = "no" if not found else f"{len(found)}"
-        raise InstallError(f"{wheel.name}: {what} .dist-info directory for {name}")
-    return found.pop()
+@dataclass
+class _Written:
+    """What this wheel's install made so far, removed again when it fails."""
+
+    dirs: set[str] = field(default_factory=set)  # every directory known to exist
+    created: list[str] = field(default_factory=list)  # directories made here, in order
+    files: list[str] = field(default_factory=list)
+
+    def make_parent(self, path: str) -> None:
+        parent = os.path.dirname(path)
+        missing: list[str] = []
+        while parent not in self.dirs and not os.path.isdir(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        self.dirs.add(parent)
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                if not os.path.isdir(directory):
+                    raise
+            else:
+                self.created.append(directory)
+            self.dirs.add(directory)
+
+    def undo(self) -> None:
+        for path in reversed(self.files):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for directory in reversed(self.created):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)  # only where empty: another wheel may have used it
 
 
-def _data_offset(fd: int, info: zipfile.ZipInfo, wheel: Path) -> int:
-    header = os.pread(fd, _LOCAL_HEADER.size, info.header_offset)
-    if len(header) != _LOCAL_HEADER.size or header[:4] != _LOCAL_MAGIC:
-        raise InstallError(f"{wheel.name}: bad local header for {info.filename!r}")
-    name_length, extra_length = (int(n) for n in struct.unpack_from("<HH", header, 26))
-    return int(info.header_offset) + _LOCAL_HEADER.size + name_length + extra_length
-
-
-def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
-    """count bytes of src from offset to dst: by the kernel where it can, else read/write."""
-    done = 0
-    try:
-        while done < count:
-            moved = os.copy_file_range(src, dst, count - done, offset + done)
-            if moved == 0:
-                break
-            done += moved
-    except OSError:
-        pass  # another file system, or a kernel without it: the bytes left go by hand
-    while done < count:
-        chunk = os.pread(src, min(_CHUNK, count - done), offset + done)
-        if not chunk:
-            raise InstallError("the wheel ended inside a member")
-        os.write(dst, chunk)
-        done += len(chunk)
-
-
-def _open_new(path: str, executable: bool, made: set[str]) -> int:
-    """A new file at `path` (its directory made once: `made` holds those made)."""
-    parent = os.path.dirname(path)
-    if parent not in made:
-        os.makedirs(parent, exist_ok=True)
-        made.add(parent)
+def _open_new(path: str, executable: bool, written: _Written) -> int:
+    """A new file at `path`, its directories made as needed (and noted in `written`)."""
+    written.make_parent(path)
     mode = 0o777 if executable else 0o666  # less the umask, as pip and uv do
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    return os.open(path, flags, mode)
+    fd = os.open(path, flags, mode)
+    written.files.append(path)
+    return fd
 
 
-def _write_bytes(path: str, data: bytes, executable: bool, made: set[str]) -> None:
-    fd = _open_new(path, executable, made)
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_bytes(path: str, data: bytes, executable: bool, written: _Written) -> None:
+    fd = _open_new(path, executable, written)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, data)
     finally:
         os.close(fd)
 
 
-def _parse_record(data: bytes, wheel: Path) -> dict[str, tuple[str, str]]:
+class _Hashes:
+    """The RECORD row's hash and the installed RECORD's sha256, in one pass."""
+
+    def __init__(self, member: Member) -> None:
+        algo = member.digest.partition("=")[0] or "sha256"
+        self.algo = algo
+        self.listed = hashlib.new(algo)
+        self.sha256 = self.listed if algo == "sha256" else hashlib.sha256()
+
+    def update(self, data: bytes | memoryview) -> None:
+        self.listed.update(data)
+        if self.sha256 is not self.listed:
+            self.sha256.update(data)
+
+
+def _member_data(
+    src: int, member: Member, wheel: Path, buffer: memoryview
+) -> Iterator[bytes | memoryview]:
+    """The member's bytes in chunks (a chunk of `buffer` is valid until the next one),
+    never more than it declares; a deflated member's CRC-32 is checked at its end."""
     try:
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InstallError(f"{wheel.name}: unreadable RECORD: {exc}") from exc
-    return {row[0]: (row[1], row[2]) for row in rows if len(row) >= 3}
+        if member.method == zipfile.ZIP_STORED:
+            yield from _stored(src, member, wheel, buffer)
+        else:
+            yield from _inflated(src, member, wheel)
+    except zlib.error as exc:
+        raise refuse(wheel, f"member {member.name!r}", f"not a deflate stream ({exc})") from exc
 
 
-def _entry_points(data: bytes) -> Iterator[tuple[str, str, str]]:
-    """(script name, module, attribute path) of each console and GUI entry point."""
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(data.decode("utf-8"))
-    for section in ("console_scripts", "gui_scripts"):
-        if not parser.has_section(section):
-            continue
-        for script, value in parser.items(section):
-            target = value.partition("[")[0].strip()
-            module, _, attrs = target.partition(":")
-            yield script.strip(), module.strip(), attrs.strip()
+def _stored(
+    src: int, member: Member, wheel: Path, buffer: memoryview
+) -> Iterator[bytes | memoryview]:
+    if member.size <= _SMALL:
+        data = os.pread(src, member.size, member.offset)
+        if len(data) != member.size:
+            raise refuse(wheel, f"member {member.name!r}", "the wheel ends inside it")
+        yield data
+        return
+    done = 0
+    while done < member.size:
+        want = min(len(buffer), member.size - done)
+        got = os.preadv(src, [buffer[:want]], member.offset + done)
+        if got <= 0:
+            raise refuse(wheel, f"member {member.name!r}", "the wheel ends inside it")
+        yield buffer[:got]
+        done += got
+
+
+def _inflated(src: int, member: Member, wheel: Path) -> Iterator[bytes]:
+    inflater = zlib.decompressobj(-15)
+    left, at, out, crc = member.compressed, member.offset, 0, 0
+    while not inflater.eof:
+        if inflater.unconsumed_tail:
+            data = inflater.decompress(inflater.unconsumed_tail, _CHUNK)
+        elif left > 0:
+            chunk = os.pread(src, min(_CHUNK, left), at)
+            if not chunk:
+                raise refuse(wheel, f"member {member.name!r}", "the wheel ends inside it")
+            at, left = at + len(chunk), left - len(chunk)
+            data = inflater.decompress(chunk, _CHUNK)
+        else:
+            break
+        out += len(data)
+        if out > member.size:
+            rule = f"inflates past the {member.size} bytes the central directory declares"
+            raise refuse(wheel, f"member {member.name!r}", rule)
+        crc = zlib.crc32(data, crc)
+        yield data
+    if out != member.size or crc != member.crc:
+        rule = "its bytes do not match the CRC-32 and size the central directory declares"
+        raise refuse(wheel, f"member {member.name!r}", rule)
+
+
+def _check_listed(member: Member, hashes: _Hashes, wheel: Path) -> None:
+    if not member.digest:
+        return  # a signature of RECORD: RECORD lists no hash for it
+    got = _b64(hashes.listed.digest(), hashes.algo)
+    if got != member.digest:
+        rule = f"its bytes hash to {got}, RECORD lists {member.digest}"
+        raise refuse(wheel, f"member {member.name!r}", rule)
+
+
+def _install_member(
+    src: int, member: Member, plan: WheelPlan, written: _Written, buffer: memoryview,
+) -> tuple[str, int]:  # fmt: skip
+    """Write one member, hashed as it is written; its installed (sha256, size)."""
+    hashes = _Hashes(member)
+    if member.script:
+        data = b"".join(bytes(c) for c in _member_data(src, member, plan.wheel, buffer))
+        hashes.update(data)
+        _check_listed(member, hashes, plan.wheel)
+        if data.startswith(b"#!python"):
+            data = shebang(plan.scheme.python) + data.partition(b"\n")[2]
+        fd = _open_new(member.dest, True, written)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        return record_hash(data), len(data)
+    fd = _open_new(member.dest, member.executable, written)
+    try:
+        for chunk in _member_data(src, member, plan.wheel, buffer):
+            hashes.update(chunk)
+            _write_all(fd, chunk)
+    finally:
+        os.close(fd)
+    _check_listed(member, hashes, plan.wheel)
+    return _b64(hashes.sha256.digest()), member.size
 
 
 def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
     """Unpack `wheel` into the venv `scheme` describes; returns what was written."""
-    name, version, _, _ = parse_wheel_filename(wheel.name)
-    with wheel.open("rb") as handle, zipfile.ZipFile(handle) as archive:
-        infos = archive.infolist()
-        dist_info = _dist_info([i.filename for i in infos], wheel)
-        data_dir = dist_info[: -len(".dist-info")] + ".data"
-        meta = BytesHeaderParser().parsebytes(archive.read(f"{dist_info}/WHEEL"))
-        if not str(meta.get("Wheel-Version", "")).startswith("1."):
-            raise InstallError(f"{wheel.name}: Wheel-Version {meta.get('Wheel-Version')!r}")
-        purelib = str(meta.get("Root-Is-Purelib", "")).strip().lower() == "true"
-        root = scheme.purelib if purelib else scheme.platlib
-        listed = _parse_record(archive.read(f"{dist_info}/RECORD"), wheel)
-        record: list[tuple[str, str, str]] = []
-        written = 0
-        fd_src = handle.fileno()
-        made: set[str] = set()
-        # plain strings in the loop: a wheel of torch's size has tens of thousands of
-        # members, and pathlib's objects cost more than the file's own creation
-        root_dir = str(root)
-        bases = {key: str(scheme.base(key, name)) for key in _SCHEME_KEYS}
-        from_root = {key: os.path.relpath(base, root_dir) for key, base in bases.items()}
+    return install_plan(plan_wheel(wheel, scheme))
 
-        def generated(path: str, content: bytes, executable: bool) -> None:
-            _write_bytes(path, content, executable, made)
-            rel = os.path.relpath(path, root_dir).replace(os.sep, "/")
-            record.append((rel, record_hash(content), str(len(content))))
 
-        # every member and entry point is judged before the first byte is written: a
-        # refused wheel leaves nothing of itself in the venv
-        plan: list[tuple[zipfile.ZipInfo, str, str, bool]] = []
-        for info in infos:
-            member = info.filename
-            if member.endswith("/") or member == f"{dist_info}/RECORD":
-                continue  # directories are made as needed; RECORD is written anew below
-            parts = _safe_parts(member, wheel)
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise InstallError(f"{wheel.name}: member {member!r} is a symbolic link")
-            if parts[0] == data_dir:
-                if len(parts) < 3 or parts[1] not in _SCHEME_KEYS:
-                    raise InstallError(f"{wheel.name}: {member!r}: unknown scheme")
-                rest = "/".join(parts[2:])
-                dest = os.path.join(bases[parts[1]], rest)
-                plan.append((info, dest, f"{from_root[parts[1]]}/{rest}", parts[1] == "scripts"))
-            else:
-                plan.append((info, os.path.join(root_dir, member), member, False))
-        scripts: list[tuple[str, str, str]] = []
-        entry_points = f"{dist_info}/entry_points.txt"
-        if entry_points in archive.NameToInfo:
-            for script, module, attrs in _entry_points(archive.read(entry_points)):
-                if not script or "/" in script or not module or not attrs:
-                    raise InstallError(f"{wheel.name}: bad entry point {script!r}")
-                scripts.append((script, module, attrs))
-
-        for info, dest, rel, is_script in plan:
-            if is_script:
-                content = archive.read(info)
-                if content.startswith(b"#!python"):
-                    content = shebang(scheme.python) + content.partition(b"\n")[2]
-                generated(dest, content, True)
-                written += len(content)
-                continue
-            fd = _open_new(dest, bool((info.external_attr >> 16) & 0o111), made)
-            try:
-                if info.compress_type == zipfile.ZIP_STORED:
-                    offset = _data_offset(fd_src, info, wheel)
-                    _copy_range(fd_src, fd, offset, info.file_size)
-                else:
-                    with archive.open(info) as source:
-                        while chunk := source.read(_CHUNK):
-                            os.write(fd, chunk)
-            finally:
-                os.close(fd)
-            digest, size = listed.get(info.filename, ("", ""))
-            record.append((rel, digest, size or str(info.file_size)))
-            written += info.file_size
-        for script, module, attrs in scripts:
-            head = attrs.partition(".")[0]
-            body = _ENTRY_POINT_SCRIPT.format(module=module, head=head, call=attrs)
-            content = shebang(scheme.python) + body.encode()
-            generated(os.path.join(bases["scripts"], script), content, True)
-        info_dir = os.path.join(root_dir, dist_info)
-        for extra, content in (("INSTALLER", f"{INSTALLER_NAME}\n".encode()), ("REQUESTED", b"")):
-            generated(os.path.join(info_dir, extra), content, False)
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerows(sorted(set(record)))
-        writer.writerow((f"{dist_info}/RECORD", "", ""))
-        _write_bytes(os.path.join(info_dir, "RECORD"), out.getvalue().encode("utf-8"), False, made)
-    return Installed(str(name), str(version), len(record), written)
+def install_plan(plan: WheelPlan) -> Installed:
+    """Write what `plan` (of wheelaudit) says; a failure removes the files written."""
+    written = _Written()
+    record: list[tuple[str, str, str]] = []
+    total = 0
+    buffer = memoryview(bytearray(_CHUNK))
+    with plan.wheel.open("rb") as handle:
+        src = handle.fileno()
+        if identity_of(src) != plan.identity:
+            raise refuse(plan.wheel, "file", "changed after its central directory was read")
+        try:
+            for member in plan.members:
+                digest, size = _install_member(src, member, plan, written, buffer)
+                record.append((member.record, digest, str(size)))
+                total += size
+            *extras, last = plan.generated
+            for extra in extras:
+                _write_bytes(extra.dest, extra.content, extra.executable, written)
+                record.append((extra.record, record_hash(extra.content), str(len(extra.content))))
+            out = io.StringIO()
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerows(sorted(record))
+            writer.writerow((last.record, "", ""))
+            _write_bytes(last.dest, out.getvalue().encode("utf-8"), False, written)
+        except BaseException:
+            written.undo()
+            raise
+    return Installed(plan.name, plan.version, len(record), total)
