@@ -231,6 +231,20 @@ def test_check_and_unpack_refuse_bad_signatures(
     assert_setup_env_refused(tmp_path, archive, *trust(keys, allowed), words=words)
 
 
+def test_the_rendered_setup_env_is_bash_that_parses(tmp_path: Path) -> None:
+    script = tmp_path / "setup_env.sh"
+    script.write_text(
+        render_setup_env(
+            tool_version="0.1.0", tool_python="3.11", source_python="3.12", wheel_pythons=[]
+        )
+    )
+    proc = subprocess.run(
+        ["/bin/bash", "-n", str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f'namespace="{NAMESPACE}"' in script.read_text()
+
+
 def test_setup_env_passes_a_good_signature_before_anything_else(tmp_path: Path, keys: Keys) -> None:
     archive = signed_archive(tmp_path, keys.alice)
     proc = setup_env_signature_step(tmp_path, archive, *trust(keys))
