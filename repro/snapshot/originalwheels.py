@@ -23,7 +23,12 @@ from packaging.version import InvalidVersion, Version
 from repro.hashing import CHUNK_SIZE
 from repro.snapshot.indexcheck import IndexFile, IndexReport
 from repro.snapshot.installed import InstalledDist, read_dist_record
-from repro.snapshot.wheelbuild import EXCLUDED_DIST_INFO, VaultError, iter_wheel_record
+from repro.snapshot.wheelbuild import (
+    EXCLUDED_DIST_INFO,
+    VaultError,
+    iter_wheel_record,
+    wheel_file_tags,
+)
 
 if TYPE_CHECKING:  # requests costs ~60 ms at start-up; imported where a page is fetched
     import requests
@@ -140,11 +145,8 @@ def _download(item: IndexFile, directory: Path, session: requests.Session, timeo
 
 
 def _installed_tags(dist: InstalledDist) -> frozenset[str]:
-    path = dist.dist_info / "WHEEL"
-    if not path.is_file():
-        return frozenset()
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return frozenset(line.split(":", 1)[1].strip() for line in lines if line.startswith("Tag:"))
+    # expanded, as parse_wheel_filename's are; WHEEL read as the headers it is
+    return wheel_file_tags(dist.dist_info / "WHEEL")
 
 
 def _preferred_index_wheel(dist: InstalledDist, files: Sequence[IndexFile]) -> IndexFile | None:

@@ -1,12 +1,23 @@
-"""Reading a distribution's RECORD (the wheel spec's list of installed files and hashes)."""
+"""A distribution's RECORD (the wheel spec's list of files and hashes), read and written
+as csv reads and writes it.
+
+RECORD is a csv file (PEP 376, the binary distribution format spec): a row ends where csv
+says, not where `str.splitlines()` breaks. A file name may hold a form feed, U+0085 or
+U+2028 (pip installs such a wheel), a comma or a double quote; read line by line, the
+first three become two rows and the last a name csv reads otherwise. So every RECORD
+repro reads goes through `csv.reader` over the whole text, and every RECORD it writes
+through `csv.writer` (lineterminator "\n", as pip and pypa/installer write theirs).
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import csv
+import io
 import os
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,23 +65,60 @@ def join_record_path(prefix: str, path: str) -> str:
 
 
 def read_record(path: Path) -> tuple[RecordEntry, ...]:
-    """Parse RECORD; a malformed row is an InputError naming the file and line."""
+    """Parse the RECORD file `path`; a malformed row is an InputError naming it and the line."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
+    return parse_record(text, str(path))
+
+
+def parse_record(text: str, origin: str) -> tuple[RecordEntry, ...]:
+    """The rows of a RECORD's text, as csv reads them: over the whole text, so a row ends
+    only at a line end outside quotes (`newline=""` keeps a quoted \r or \n in its
+    field). `origin` names the file in errors, with the line a row ends on."""
     entries: list[RecordEntry] = []
-    for number, row in enumerate(csv.reader(text.splitlines()), start=1):
-        if not row:
-            continue
-        if len(row) != 3:
-            raise InputError(f"{path}:{number}: expected 3 fields (path,hash,size), got {len(row)}")
-        name, hash_value, size_text = row
-        size: int | None
-        try:
-            size = int(size_text) if size_text else None
-        except ValueError as exc:
-            raise InputError(f"{path}:{number}: size {size_text!r} is not a number") from exc
-        digest = record_hash_to_hex(hash_value) if hash_value else None
-        entries.append(RecordEntry(normalize_record_path(name), digest, size))
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for row in reader:
+            if not row:
+                continue
+            entries.append(_entry(row, f"{origin}:{reader.line_num}"))
+    except csv.Error as exc:
+        raise InputError(f"{origin}:{reader.line_num}: not a csv row: {exc}") from exc
     return tuple(entries)
+
+
+def _entry(row: list[str], where: str) -> RecordEntry:
+    if len(row) != 3:
+        raise InputError(f"{where}: expected 3 fields (path,hash,size), got {len(row)}")
+    name, hash_value, size_text = row
+    size: int | None
+    try:
+        size = int(size_text) if size_text else None
+    except ValueError as exc:
+        raise InputError(f"{where}: size {size_text!r} is not a number") from exc
+    if size is not None and size < 0:
+        raise InputError(f"{where}: size {size_text!r} is negative")
+    digest = record_hash_to_hex(hash_value) if hash_value else None
+    return RecordEntry(normalize_record_path(name), digest, size)
+
+
+RecordRow = tuple[str, str | None, int | None]
+"""A row to write: (path as the wheel names it, hex sha256 or None, size or None)."""
+
+
+def render_record(rows: Iterable[RecordRow]) -> bytes:
+    """A RECORD's bytes, written by csv: a field holding a comma, a quote or a line end is
+    quoted with its quotes doubled, as every csv reader (pip's, installer's) expects."""
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, lineterminator="\n")
+    for path, digest, size in rows:
+        writer.writerow(
+            [
+                path,
+                hex_to_record_hash(digest) if digest is not None else "",
+                str(size) if size is not None else "",
+            ]
+        )
+    return buffer.getvalue().encode("utf-8")

@@ -8,6 +8,7 @@ wheel rebuild to give a script back the `#!python` line it had in the wheel
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import os
 import re
@@ -129,15 +130,23 @@ def _is_generated_console_script(name: str, body: bytes, dist: DistributionFacts
     return expected in lines
 
 
+def script_entry_points(text: str) -> dict[str, str]:
+    """`console_scripts` and `gui_scripts` of an entry_points.txt, name -> `module:attr`,
+    read as an INI file by configparser (as importlib.metadata and installers read it: a
+    line ends at a line end only, not at every break `str.splitlines()` knows). Raises
+    configparser.Error on a file that is not INI."""
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    found: dict[str, str] = {}
+    for section in ("console_scripts", "gui_scripts"):
+        if parser.has_section(section):
+            found.update((name, value.strip()) for name, value in parser.items(section))
+    return found
+
+
 def _console_script_target(text: str, name: str) -> str | None:
-    section = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1].strip()
-            continue
-        if section in ("console_scripts", "gui_scripts") and "=" in line:
-            key, _, value = line.partition("=")
-            if key.strip() == name:
-                return value.strip()
-    return None
+    try:
+        return script_entry_points(text).get(name)
+    except configparser.Error:
+        return None

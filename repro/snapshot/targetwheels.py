@@ -28,7 +28,13 @@ from packaging.utils import parse_wheel_filename
 from repro.bundle import layout
 from repro.snapshot.cacheset import publish, staging_for
 from repro.snapshot.originalwheels import DOWNLOAD_TIMEOUT
-from repro.snapshot.toolwheels import ToolWheelInputs, closure_for, marker_environment
+from repro.snapshot.toolwheels import (
+    ToolWheelInputs,
+    ToolWheels,
+    closure_for,
+    marker_environment,
+)
+from repro.snapshot.wheelbuild import wheel_file_tags
 
 _ABBREVIATIONS = {"cpython": "cp", "pypy": "pp"}
 
@@ -79,7 +85,7 @@ def target_requirements(inputs: ToolWheelInputs, target: TargetPython) -> list[s
         dist = installed.get(name)
         if dist is None:  # installed here, but only the target's markers need it
             wanted.append(f"{name}=={metadata.version(name)}")
-        elif not _wheel_tags(dist.dist_info / "WHEEL") & supported:
+        elif not wheel_file_tags(dist.dist_info / "WHEEL") & supported:
             wanted.append(f"{name}=={dist.version}")
     specifiers: dict[str, list[str]] = {}
     for requirement in closure.absent:
@@ -87,25 +93,6 @@ def target_requirements(inputs: ToolWheelInputs, target: TargetPython) -> list[s
     for name, specs in sorted(specifiers.items()):
         wanted.append(name + ",".join(sorted(set(specs))))
     return sorted(wanted)
-
-
-def _wheel_tags(path: Path) -> set[str]:
-    """The tags a WHEEL file lists (compressed tag sets expanded)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return set()
-    tags: set[str] = set()
-    for line in lines:
-        if line.startswith("Tag:"):
-            interpreters, abis, platforms = line.split(":", 1)[1].strip().split("-")
-            tags.update(
-                f"{i}-{a}-{p}"
-                for i in interpreters.split(".")
-                for a in abis.split(".")
-                for p in platforms.split(".")
-            )
-    return tags
 
 
 def target_tool_wheels(
@@ -196,7 +183,7 @@ MIN_TOOL_PYTHON = (3, 10)
 
 
 def bootstrap_wheels(
-    own: Sequence[Path],
+    tool: ToolWheels,
     own_python: str,
     cache_root: Path,
     inputs: ToolWheelInputs,
@@ -204,21 +191,23 @@ def bootstrap_wheels(
     *,
     download: bool,
 ) -> BootstrapWheels:
-    """The tool's wheels (`own`, for `own_python`), and for a `target` Python of another
-    X.Y its extra wheels: cached, downloaded, or named in a warning as missing."""
+    """The tool's wheels (`tool`, for `own_python`, and the warnings of their making), and
+    for a `target` Python of another X.Y its extra wheels: cached, downloaded, or named in
+    a warning as missing."""
+    own, carried = tool.wheels, tool.warnings
     if target is None or target.version == own_python:
-        return BootstrapWheels(tuple(own), (own_python,), ())
+        return BootstrapWheels(tuple(own), (own_python,), carried)
     xy = target.version
     if tuple(int(part) for part in xy.split(".")) < MIN_TOOL_PYTHON:
         warning = (
             f"the bundle's Python {xy} cannot run repro (it needs Python >= 3.10): "
             "setup_env.sh needs another Python on the target (REPRO_BOOTSTRAP_PYTHON)"
         )
-        return BootstrapWheels(tuple(own), (own_python,), (warning,))
+        return BootstrapWheels(tuple(own), (own_python,), (*carried, warning))
     extra = target_tool_wheels(cache_root, inputs, target, download=download)
     wheels = tuple(sorted({*own, *extra.wheels}, key=lambda path: path.name))
     if not extra.missing:
-        return BootstrapWheels(wheels, tuple(sorted({own_python, xy})), ())
+        return BootstrapWheels(wheels, tuple(sorted({own_python, xy})), carried)
     if target.implementation not in _ABBREVIATIONS:
         why = f"no wheels are fetched for {target.implementation}"
     elif download:
@@ -229,4 +218,4 @@ def bootstrap_wheels(
         f"setup_env.sh cannot bootstrap Python {xy} (the bundle's own) without a network: "
         f"{layout.TOOL_WHEELS} lacks a Python {xy} wheel of {', '.join(extra.missing)} ({why})"
     )
-    return BootstrapWheels(wheels, (own_python,), (warning,))
+    return BootstrapWheels(wheels, (own_python,), (*carried, warning))

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import base64
 import configparser
-import csv
 import hashlib
-import io
 import os
 import shutil
 import subprocess
@@ -44,7 +42,7 @@ from pathlib import Path
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from repro.errors import EXIT_INVALID, ReproError
+from repro.errors import EXIT_INVALID, InputError, ReproError
 from repro.hashing import CHUNK_SIZE, HashResult, file_digest
 from repro.snapshot.installed import (
     InstalledDist,
@@ -52,9 +50,15 @@ from repro.snapshot.installed import (
     read_dist_record,
     read_metadata_name_version,
 )
-from repro.snapshot.record import RecordEntry, join_record_path
+from repro.snapshot.record import (
+    RecordEntry,
+    RecordRow,
+    join_record_path,
+    parse_record,
+    render_record,
+)
 from repro.snapshot.scan import link_outside
-from repro.snapshot.scripts import restore_shebang
+from repro.snapshot.scripts import restore_shebang, script_entry_points
 from repro.snapshot.zipstream import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
@@ -169,17 +173,26 @@ def console_script_names(dist_info: Path) -> frozenset[str]:
     path = dist_info / "entry_points.txt"
     if not path.is_file():
         return frozenset()
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
-        parser.read_string(path.read_text(encoding="utf-8"))
+        return frozenset(script_entry_points(path.read_text(encoding="utf-8")))
     except (configparser.Error, OSError, UnicodeDecodeError) as exc:
         raise VaultError(f"{path}: cannot parse: {exc}") from exc
-    names: set[str] = set()
-    for section in ("console_scripts", "gui_scripts"):
-        if parser.has_section(section):
-            names.update(parser.options(section))
-    return frozenset(names)
+
+
+def wheel_file_tags(path: Path) -> frozenset[str]:
+    """The tags a WHEEL file lists (compressed tag sets expanded), read as the email
+    headers it is (a line ends at \n or \r only); empty when it cannot be read."""
+    try:
+        headers = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    tags: set[str] = set()
+    for value in headers.get_all("Tag") or []:
+        try:
+            tags.update(str(tag) for tag in parse_tag(str(value).strip()))
+        except ValueError:
+            continue  # not a tag: no wheel of it installs anywhere
+    return frozenset(tags)
 
 
 def _within(path: str, base: str) -> str | None:
@@ -255,11 +268,17 @@ def _read_wheel_file(dist: InstalledDist) -> tuple[bool, list[Tag], str | None] 
     path = dist.dist_info / "WHEEL"
     if not path.is_file():
         return None
-    headers = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+    try:
+        headers = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VaultError(f"{path}: cannot read: {exc}") from exc
     root_is_purelib = str(headers.get("Root-Is-Purelib", "true")).strip().lower() == "true"
     tags: list[Tag] = []
     for value in headers.get_all("Tag") or []:
-        tags.extend(parse_tag(str(value).strip()))
+        try:
+            tags.extend(parse_tag(str(value).strip()))
+        except ValueError as exc:
+            raise VaultError(f"{path}: Tag {str(value).strip()!r} is not a wheel tag") from exc
     build = headers.get("Build")
     return root_is_purelib, tags, str(build).strip() if build else None
 
@@ -422,9 +441,10 @@ def plan_wheel(
     for item in planned:
         written_hashes.append((item.arcname, _written_sha256(item, digests), item.size))
     record_arc = f"{dist_info_name}/RECORD"
-    lines = [_record_line(a, d, n) for a, d, n in written_hashes]
-    lines.append(_record_line(record_arc, None, None))
-    record = ("\n".join(lines) + "\n").encode("utf-8")
+    # the RECORD's bytes are known here, before a byte of the wheel is written: the
+    # stored zip's size and layout follow from the plan (zipstream)
+    rows: list[RecordRow] = [(a, d.hex(), n) for a, d, n in written_hashes]
+    record = render_record([*rows, (record_arc, None, None)])
     planned.append(ZipMember.from_bytes(record_arc, record))
     unverified = tuple(sorted(m.record.path for m in members.values() if m.record.sha256 is None))
     return WheelPlan(
@@ -529,13 +549,6 @@ def _written_sha256(item: ZipMember, digests: DigestTable | None) -> bytes:
     return bytes.fromhex(item.sha256)
 
 
-def _record_line(arcname: str, digest: bytes | None, size: int | None) -> str:
-    hash_field = record_hash(digest) if digest is not None else ""
-    size_field = str(size) if size is not None else ""
-    name = f'"{arcname}"' if ("," in arcname or '"' in arcname) else arcname
-    return f"{name},{hash_field},{size_field}"
-
-
 def _is_executable(path: Path) -> bool:
     try:
         return bool(path.stat().st_mode & 0o111)
@@ -580,18 +593,12 @@ def iter_wheel_record(path: Path) -> Iterator[RecordEntry]:
             if record_name is None:
                 raise VaultError(f"{path}: no .dist-info/RECORD in the wheel")
             text = archive.read(record_name).decode("utf-8")
-    except (OSError, zipfile.BadZipFile) as exc:
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise VaultError(f"{path}: not a readable wheel: {exc}") from exc
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) != 3:
-            continue
-        algo, _, value = row[1].partition("=")
-        digest = (
-            base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
-            if algo == "sha256" and value
-            else None
-        )
-        yield RecordEntry(row[0], digest, int(row[2]) if row[2].isdigit() else None)
+    try:
+        yield from parse_record(text, f"{path}!{record_name}")
+    except InputError as exc:
+        raise VaultError(exc.message) from exc
 
 
 def normalize_wheel(
