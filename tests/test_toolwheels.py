@@ -49,7 +49,9 @@ def test_building_a_new_set_prunes_the_cache_to_its_bound(tmp_path: Path) -> Non
     from repro.snapshot.toolwheels import KEEP_TOOL_WHEEL_SETS, tool_wheels
 
     stale = [_wheel_set(tmp_path, f"old{i}", age_s=3600.0 + i) for i in range(KEEP_TOOL_WHEEL_SETS)]
-    wheels = tool_wheels(tmp_path, source_date_epoch=315532800)
+    built = tool_wheels(tmp_path, source_date_epoch=315532800)
+    wheels = built.wheels
+    assert built.warnings == ()
     names = {w.name.split("-")[0] for w in wheels}
     assert {"repro", "click", "packaging"} <= names
     for wheel in wheels:  # deflated (they go into every bundle) and still whole
@@ -62,7 +64,7 @@ def test_building_a_new_set_prunes_the_cache_to_its_bound(tmp_path: Path) -> Non
     assert wheels[0].parent in remaining
     assert not stale[-1].exists()  # the least recently used one went
     # a second call hits the cache and marks the set as used, building nothing
-    assert tool_wheels(tmp_path, source_date_epoch=315532800) == wheels
+    assert tool_wheels(tmp_path, source_date_epoch=315532800) == built
 
 
 # --- wheels for the bundle's own Python ---------------------------------------------------

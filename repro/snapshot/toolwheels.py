@@ -4,17 +4,25 @@ A box with Python and no network must be able to install repro from the
 bundle. The wheels are rebuilt from the tool's own installed files (checked
 against RECORD), or built from source for an editable install, and cached by
 content so repeated packs do not rebuild them.
+
+Each distribution is the one this repro imports: `importlib.metadata` resolves it on
+the running interpreter's sys.path (a user site, a `--system-site-packages` base, a
+PYTHONPATH entry), not from one site-packages directory guessed from sysconfig. A file
+of the closure that differs from its RECORD (a company CA appended to certifi's
+cacert.pem) is carried as the vault carries a patch it has no pristine copy of: the
+bytes as installed under a fresh RECORD hash, and a warning naming the file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
-import sysconfig
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -23,9 +31,11 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from repro.errors import InputError
 from repro.snapshot.cacheset import publish, staging_for
-from repro.snapshot.installed import InstalledDist, list_installed
-from repro.snapshot.wheelbuild import build_from_source, rebuild_wheel
+from repro.snapshot.installed import InstalledDist, list_installed, read_dist_record
+from repro.snapshot.record import join_record_path
+from repro.snapshot.wheelbuild import CarryPatched, build_from_source, rebuild_wheel
 
 TOOL = "repro"
 
@@ -136,46 +146,122 @@ class ToolWheelInputs:
 
 
 def tool_wheel_inputs() -> ToolWheelInputs:
-    """The distributions to wheel and a digest of their versions and editable sources
-    (the slow part of a cache hit; pack runs it while it scans)."""
-    site = Path(sysconfig.get_paths()["purelib"])
-    installed = {d.canonical_name: d for d in list_installed(site)}
-    wanted = tuple(installed[name] for name in requirement_closure() if name in installed)
+    """The distributions to wheel and a digest of their versions, of their installed
+    files' sizes and times (a file changed since a set was cached makes a new set) and
+    of editable sources (the slow part of a cache hit; pack runs it while it scans)."""
+    wanted = tuple(imported_distributions(requirement_closure()))
     key = hashlib.sha256(f"{sys.version_info[:2]}".encode())
     sources = {}
     for dist in wanted:
-        key.update(f";{dist.canonical_name}=={dist.version}".encode())
+        key.update(f";{dist.canonical_name}=={dist.version}@{dist.dist_info}".encode())
         source = _editable_source(dist)
         if source is not None:
             sources[dist.canonical_name] = source
             key.update(_source_digest(source).encode())
+        else:
+            key.update(_installed_state(dist).encode())
     return ToolWheelInputs(wanted, sources, key.hexdigest())
+
+
+def imported_distributions(names: Sequence[str]) -> list[InstalledDist]:
+    """Each named distribution as this interpreter imports it: the first `.dist-info` on
+    sys.path, in the order `importlib.metadata` (and so the requirement closure) finds
+    them. A name installed only as egg-info (a source checkout's), or nowhere, is left
+    out: no wheel can be rebuilt of it."""
+    by_site: dict[Path, dict[str, InstalledDist]] = {}
+    found: list[InstalledDist] = []
+    for name in names:
+        for resolved in metadata.distributions(name=name):
+            site = Path(str(resolved.locate_file(""))).absolute()
+            if site not in by_site:
+                by_site[site] = {d.canonical_name: d for d in list_installed(site)}
+            dist = by_site[site].get(canonicalize_name(name))
+            if dist is not None:
+                found.append(dist)
+                break
+    return found
+
+
+def _installed_state(dist: InstalledDist) -> str:
+    """A digest of the size and mtime of each file `dist`'s RECORD lists, and of RECORD."""
+    digest = hashlib.sha256()
+    prefix = os.path.normpath(dist.site_packages) + os.sep
+    paths = [str(dist.dist_info / "RECORD")]
+    paths += [join_record_path(prefix, e.path) for e in read_dist_record(dist.dist_info)]
+    for path in paths:
+        try:
+            info = os.stat(path)
+            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+        except OSError:
+            digest.update(f"{path}\0-\0".encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ToolWheels:
+    """repro's own wheels, and the warnings of their making (a file carried modified)."""
+
+    wheels: tuple[Path, ...]
+    warnings: tuple[str, ...] = ()
+
+
+CARRIED = "carried.json"  # beside a set's wheels: its warnings, said again on a cache hit
 
 
 def tool_wheels(
     cache_root: Path, *, source_date_epoch: int, inputs: ToolWheelInputs | None = None
-) -> list[Path]:
+) -> ToolWheels:
     """Wheels of repro and its dependencies; built once per content, then reused."""
     found = inputs or tool_wheel_inputs()
     key = hashlib.sha256(f"{found.content_key}:{source_date_epoch}".encode())
     cache = cache_root / key.hexdigest()[:24]
     if (cache / ".complete").exists():
         os.utime(cache)
-        return sorted(cache.glob("*.whl"))
+        return ToolWheels(tuple(sorted(cache.glob("*.whl"))), _read_carried(cache))
     staging = staging_for(cache)
+    warnings: list[str] = []
     for dist in found.wanted:
         source = found.sources.get(dist.canonical_name)
         if source is not None:
             build_from_source(
                 source, Path(sys.executable), staging, source_date_epoch=source_date_epoch
             )
-        else:
-            rebuild_wheel(dist, staging, source_date_epoch=source_date_epoch)
+            continue
+        # no pristine copy is looked for: the tool venv setup_env.sh makes should hold
+        # what this repro runs with, the CA a company appended to certifi included
+        carrier = CarryPatched()
+        rebuild_wheel(dist, staging, pristine=carrier, source_date_epoch=source_date_epoch)
+        warnings += [_carried_warning(dist, path) for path in carrier.carried]
     for wheel in staging.glob("*.whl"):
         _deflate(wheel)
+    (staging / CARRIED).write_text(json.dumps(warnings, indent=0) + "\n", encoding="utf-8")
     publish(staging, cache)
     prune_tool_wheel_cache(cache_root, keep=KEEP_TOOL_WHEEL_SETS)
-    return sorted(cache.glob("*.whl"))
+    return ToolWheels(tuple(sorted(cache.glob("*.whl"))), _read_carried(cache))
+
+
+def _carried_warning(dist: InstalledDist, path: str) -> str:
+    where = dist.site_packages / path
+    state = "modified" if where.exists() else "removed"
+    return (
+        f"repro's own wheel of {dist.name} {dist.version} (tool/wheels, for setup_env.sh) "
+        f"carries {where} as it is installed here: {state} since "
+        f"{dist.dist_info / 'RECORD'} was written (a CA appended to a cacert.pem, a hand "
+        "edit); setup_env.sh installs it so"
+    )
+
+
+def _read_carried(cache: Path) -> tuple[str, ...]:
+    path = cache / CARRIED
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ()  # a set cached before this file was written: nothing was carried
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable: {exc}", hint=f"remove {cache}") from exc
+    if not isinstance(loaded, list) or not all(isinstance(w, str) for w in loaded):
+        raise InputError(f"{path}: not a list of warnings", hint=f"remove {cache}")
+    return tuple(loaded)
 
 
 def _deflate(wheel: Path) -> None:
