@@ -14,9 +14,12 @@ from typing import Any, Literal
 
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
-from repro.hashing import sha256_file
+from repro.smallfile import SmallFileRefused, small_file_sha256
 
 ModelStatus = Literal["found", "missing", "different"]
+# pack describes a file of at most 1 MiB as small (repro.snapshot.models): nothing
+# larger is read for a small file's digest here, whatever bundle.toml names
+SMALL_FILE_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,36 @@ def _missing_weights(ref: ModelRef, candidate: Path) -> list[str]:
     return out
 
 
+def _homes(candidate: Path) -> list[Path]:
+    """Where a small file of `candidate` may lead: the model directory, and for a
+    snapshot of the Hugging Face cache its repository (snapshots link into blobs/)."""
+    homes = [candidate]
+    if candidate.parent.name == "snapshots" and candidate.parent.parent.name.startswith("models--"):
+        homes.append(candidate.parent.parent)
+    return homes
+
+
+def _differing_small_files(ref: ModelRef, candidate: Path) -> list[str]:
+    """The small files of `ref` that `candidate` lacks or holds otherwise, each with why.
+    Each read is bounded (repro.smallfile): never a non-regular file, never past the
+    model directory, never more than SMALL_FILE_LIMIT bytes."""
+    homes = _homes(candidate)
+    out = []
+    for rel, digest in sorted(ref.small_files.items()):
+        path = candidate / rel
+        if not os.path.lexists(path):
+            out.append(f"{rel} (missing)")
+            continue
+        try:
+            found = small_file_sha256(path, within=homes, limit=SMALL_FILE_LIMIT)
+        except SmallFileRefused as exc:
+            out.append(f"{rel} ({exc.message.removeprefix(f'{path}: ')})")
+            continue
+        if found != digest:
+            out.append(f"{rel} (differs)")
+    return out
+
+
 def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
     fetch = fetch_command(ref, models_dir)
     partial: ModelCheck | None = None
@@ -110,11 +143,7 @@ def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None
                 fetch_command(ref, models_dir, into=candidate),
             )
             continue
-        different = []
-        for rel, digest in sorted(ref.small_files.items()):
-            path = candidate / rel
-            if not path.is_file() or sha256_file(path) != digest:
-                different.append(rel)
+        different = _differing_small_files(ref, candidate)
         if different:
             return ModelCheck(
                 ref.name,

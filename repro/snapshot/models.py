@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.errors import InputError
-from repro.hashing import sha256_file
+from repro.smallfile import SmallFileRefused, small_file_sha256
 from repro.snapshot.files import secret_in_file
 
 COPIED_FILES = (
@@ -135,7 +135,16 @@ def describe_model(
             total += size
             count += 1
             if size <= SMALL_FILE_LIMIT:
-                small.append((rel, sha256_file(path)))
+                # read bounded (a file swapped for a FIFO or a /proc file after the
+                # stat): links are followed as above, the model's owner placed them
+                try:
+                    digest = small_file_sha256(path, within=[Path("/")], limit=SMALL_FILE_LIMIT)
+                except SmallFileRefused as exc:
+                    total -= size
+                    count -= 1
+                    refused.append((rel, exc.message.removeprefix(f"{path}: ")))
+                    continue
+                small.append((rel, digest))
             else:
                 large.append((rel, size))
     homes = _link_homes(model_dir, workspace)
