@@ -145,7 +145,8 @@ def check_units(bundle: Path, *, where: str) -> list[str]:
 
 def _read(path: Path, member: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        # bytes, decoded: text mode would turn a lone "\r" into a line end unseen
+        return path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InstallError(f"{member}: cannot read: {exc}") from exc
 

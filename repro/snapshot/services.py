@@ -287,7 +287,8 @@ def _environment_files(text: str, source: str) -> list[str]:
 def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> CapturedUnit:
     validate_unit_name(path.name, source=str(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        # bytes, decoded: text mode would turn a lone "\r" into a line end unseen
+        text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read unit file: {exc}") from exc
     # Read as systemd reads it, or refused with the line (repro.unittext): a line that
@@ -315,7 +316,7 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
             warnings.append(f"{path.name}: EnvironmentFile={env_path} does not exist")
             continue
         try:
-            env_raw = env_path.read_text(encoding="utf-8")
+            env_raw = env_path.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{env_path}: cannot read environment file: {exc}") from exc
         env_text, redacted = redact_environment_file(env_raw, source=str(env_path))
