@@ -68,9 +68,10 @@ class _Slot:
 
 
 def check_path_value(name: str, value: str) -> None:
-    """A path repro writes into units: no character unit text may hold (a newline would
-    start a new setting), and no blank at its end (systemd strips it)."""
-    bad = next((char for char in value if forbidden_character(char)), None)
+    """A path repro writes into units: no control character (a newline would start a
+    new setting, a tab split a word), nothing else unit text may not hold
+    (repro.unittext), and no blank at its end (systemd strips it)."""
+    bad = next((c for c in value if c in "\t\n" or forbidden_character(c)), None)
     if bad is not None:
         raise UnitPathError(
             f"{name} {value!r} holds U+{ord(bad):04X}, a control character: it would end "
