@@ -33,7 +33,7 @@ DIST_INFO = "demo-1.0.dist-info"
 DATA = "demo-1.0.data"
 
 _text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0x2FFF), max_size=12
+    alphabet=st.characters(blacklist_categories=["Cs"], max_codepoint=0x2FFF), max_size=12
 )
 _plain = st.sampled_from(["demo", "x.py", "pkg", "mod.py", "sub", "data.bin", "é.txt"])
 _segment = st.one_of(
