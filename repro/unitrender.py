@@ -171,11 +171,12 @@ def _refuse_executable(name: str, path: str, key: str, where: str) -> None:
 
 
 def _fill(text: str, values: Mapping[str, str], *, dollars: bool) -> str:
-    """${REPRO_*} of `values` replaced by the path with "%" as "%%" (and "$" as "$$"
-    when `dollars`): the text systemd must read before its own expansions."""
+    """${REPRO_*} of `values` replaced by the path with "%" as "%%" (and, in a command's
+    argument, `dollars`: "$" as "$$" and "$${REPRO_X}" left alone as systemd's literal
+    text): the text systemd must read before its own expansions."""
 
     def one(match: re.Match[str]) -> str:
-        if match.group(1) not in values:
+        if match.group(1) not in values or _doubled_dollar(text, match.start(), dollars):
             return match.group(0)
         path = values[match.group(1)].replace("%", "%%")
         return path.replace("$", "$$") if dollars else path
@@ -266,34 +267,51 @@ def render_env_text(template: str, values: Mapping[str, str], *, source: str) ->
 
 
 def _render_env_line(line: str, values: Mapping[str, str], where: str) -> str:
-    out: list[str] = []
-    quote: str | None = None
+    """One line of an environment file, walked as systemd's parser does
+    (parse_env_file_internal): quotes open only where a value (or a closed quoted part)
+    starts; elsewhere they are plain characters."""
+    if _is_env_comment(line) or "=" not in line:
+        return _fill_raw(line, values)
+    key, _, rest = line.partition("=")
+    out: list[str] = [key, "="]
+    state = "pre"  # "pre" (a value may start quoted), "bare", "'" or '"'
     index = 0
-    while index < len(line):
-        match = _PLACEHOLDER.match(line, index)
+    while index < len(rest):
+        match = _PLACEHOLDER.match(rest, index)
         if match is not None and match.group(1) in values:
-            path = values[match.group(1)]
-            if quote == "'":
-                if "'" in path:
-                    raise UnitPathError(
-                        f'{where}: ${{{match.group(1)}}} = {path!r} holds a "\'" inside '
-                        "single quotes, which an environment file cannot escape",
-                        hint="choose a --target (or --models) without quotes",
-                    )
-                out.append(path)
-            else:
-                out.append(re.sub(r"([\\\"$`])", r"\\\1", path))
+            out.append(_env_escaped(values[match.group(1)], state, match.group(1), where))
+            state = "bare" if state == "pre" else state
             index = match.end()
             continue
-        char = line[index]
-        if char == "\\" and quote != "'":
-            out.append(line[index : index + 2])
+        char = rest[index]
+        if char == "\\" and state != "'":
+            out.append(rest[index : index + 2])
+            state = "bare" if state == "pre" else state
             index += 2
             continue
-        if quote is None and char in "\"'":
-            quote = char
-        elif char == quote:
-            quote = None
+        if state == "pre" and char in "\"'":
+            state = char
+        elif state in "\"'" and char == state:
+            state = "pre"
+        elif state == "pre" and char not in _BLANKS:
+            state = "bare"
         out.append(char)
         index += 1
     return "".join(out)
+
+
+def _is_env_comment(line: str) -> bool:
+    stripped = line.lstrip(_BLANKS)
+    return not stripped or stripped[0] in "#;"
+
+
+def _env_escaped(path: str, state: str, name: str, where: str) -> str:
+    if state != "'":
+        return re.sub(r"([\\\"$`])", r"\\\1", path)
+    if "'" in path:
+        raise UnitPathError(
+            f'{where}: ${{{name}}} = {path!r} holds a "\'" inside single quotes, which an '
+            "environment file cannot escape",
+            hint="choose a --target (or --models) without quotes",
+        )
+    return path
