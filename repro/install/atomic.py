@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
@@ -77,7 +78,17 @@ class LockedError(ReproError):
 def exclusive_lock(lock_path: Path, *, what: str, wait: bool = False) -> Iterator[None]:
     """Hold an flock on `lock_path`; refuse (or wait) if another process holds it."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    # never through a link: one planted at the lock's name would have repro truncate
+    # and write the file it points to
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise LockedError(
+            f"{lock_path}: a symbolic link stands at the lock's name; refusing to open it",
+            hint="remove it (repro never makes one), then run the command again",
+        ) from exc
     try:
         flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:

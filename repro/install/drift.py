@@ -1,6 +1,8 @@
 """Has an unpacked target drifted from its bundle since unpack finished its steps?
 
-Checked: the installed distributions against the lock, every patched file against
+Checked: the venv's own files (pyvenv.cfg, bin/python*) against what the venv step
+made (repro.install.venvguard; the interpreter is not started when they differ), the
+installed distributions against the lock, every patched file against
 its patched sha256 (a deleted one must stay deleted), the restored workspace files
 and the rendered units against what unpack wrote. Each difference names the file
 and both hashes; nothing is changed.
@@ -22,7 +24,8 @@ from repro.errors import InputError
 from repro.hashing import hash_files
 from repro.install.installer import compare_installed
 from repro.install.state import STATE_DIR, UnpackState, load_state
-from repro.install.targetsite import read_installed, site_packages_of
+from repro.install.targetsite import read_installed, site_packages_of, venv_site_dirs
+from repro.install.venvguard import recorded, trusted_interpreter, venv_differences
 from repro.install.workspace import venv_dir
 from repro.snapshot.lock import read_requirements_lock
 
@@ -79,10 +82,21 @@ def target_info(target: Path) -> tuple[UnpackState, BundleInfo]:
     return state, load_bundle_info(toml.read_bytes(), source=str(toml))
 
 
+def venv_drift(venv: Path, state: UnpackState) -> list[Drift]:
+    """The venv's own files (pyvenv.cfg, bin/python*) unlike what the venv step made:
+    while there is any, the venv's interpreter is not started (it would read them)."""
+    return [
+        Drift("venv", str(venv / d.path), d.expected, d.found)
+        for d in venv_differences(venv, recorded(state))
+    ]
+
+
 def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]:
-    interpreter = venv_dir(target, info) / "bin" / "python"
+    venv = venv_dir(target, info)
+    interpreter = venv / "bin" / "python"
     if not interpreter.exists():
         return [Drift("venv", str(interpreter), "the rebuilt interpreter", "missing")]
+    interpreter = trusted_interpreter(target, venv)
     lock = read_requirements_lock(layout.at(bundle, layout.REQUIREMENTS_LOCK))
     wanted: dict[str, str] = {canonicalize_name(pin.name): pin.version for pin in lock.pins}
     diff = compare_installed(wanted, read_installed(interpreter))
@@ -145,13 +159,20 @@ def target_drift(
     steps unpack finished there; `jobs` files are hashed at a time."""
     state, info = target_info(target)
     bundle = kept_bundle(target)
+    venv = venv_dir(target, info)
     drift: list[Drift] = []
-    if state.is_done("install"):
+    # a venv whose own files changed is reported and its interpreter never started:
+    # the installed set is not read, and site-packages is found on disk
+    changed = venv_drift(venv, state) if state.is_done("venv") else []
+    drift += changed
+    if state.is_done("install") and not changed:
         drift += installed_drift(target, info, bundle)
     if state.is_done("patch"):
-        interpreter = venv_dir(target, info) / "bin" / "python"
-        if site_packages is None and interpreter.exists():
-            site_packages = site_packages_of(interpreter)
+        interpreter = venv / "bin" / "python"
+        if site_packages is None and changed:
+            site_packages = next(iter(venv_site_dirs(venv)), None)
+        elif site_packages is None and interpreter.exists():
+            site_packages = site_packages_of(trusted_interpreter(target, venv, state=state))
         if site_packages is not None:
             recorded = dict(state.facts.get("patch", {}).get("files", {}))
             drift += patch_drift(site_packages, bundle, recorded, jobs)

@@ -48,7 +48,7 @@ from repro.install.report import REPORT, StageResult
 from repro.install.services import RenderedUnit, check_rendering, check_units, render_units
 from repro.install.smoke import SmokeStep
 from repro.install.sources import package_sources
-from repro.install.state import STATE_DIR, STEPS, UnpackState
+from repro.install.state import STATE_DIR, STEPS, VENV_RECORD, UnpackState
 from repro.install.streaminstall import StagedVenv, adopt, relative_layout
 from repro.install.targetsite import site_packages_of, startup_files
 from repro.install.unitinstall import (
@@ -64,6 +64,7 @@ from repro.install.vaultinstall import (
     install_from_vault,
     supported_tags,
 )
+from repro.install.venvguard import record_venv, trusted_interpreter
 from repro.install.workspace import (
     models_dir,
     path_values,
@@ -215,7 +216,10 @@ class StageInputs:
 
     @property
     def interpreter(self) -> Path:
-        return self.venv / "bin" / "python"
+        """The venv's bin/python, once its pyvenv.cfg and bin/python* are checked to be
+        the ones the venv step made (repro.install.venvguard): every stage that starts
+        the target interpreter takes it from here, so none starts one a wheel changed."""
+        return trusted_interpreter(self.target, self.venv)
 
 
 def make_venv(inputs: StageInputs) -> StageResult:
@@ -227,9 +231,11 @@ def make_venv(inputs: StageInputs) -> StageResult:
         _refuse_startup_files(venv, seeded=(), before="creating the venv")
     create_venv(inputs.python, venv, inputs.installer)
     seeded = startup_files(venv)
+    # what the venv step made, before any wheel is installed: later starts compare with it
+    made = record_venv(venv).to_facts()
     return StageResult(
         f"fresh venv at {venv} ({inputs.installer})",
-        {"installer": inputs.installer, "startup_files": seeded},
+        {"installer": inputs.installer, "startup_files": seeded, VENV_RECORD: made},
     )
 
 

@@ -48,6 +48,33 @@ def staging_dir(parent: Path) -> Iterator[Path]:
         os.close(fd)
 
 
+def create_staging_dir(path: Path) -> None:
+    """Make `path`, a staging directory of this run, here and now: exclusively (mode
+    0700), never finding one. The names are beside a lock file another local user can
+    read in a group-writable parent: whatever stands at the name already (a link to that
+    user's directory, say) was planted, and the run ends without writing through it."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError as exc:
+        raise UsageError(
+            f"{path}: refusing to stage there: {_what(path)} already exists at the name of "
+            "this run's staging directory, which repro creates itself; another user of "
+            f"{path.parent} may have planted it",
+            hint="remove it, and unpack into a --target whose parent only you can write",
+        ) from exc
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create the staging directory {path}: {exc.strerror}",
+            hint="unpack into a --target whose parent directory is writable",
+        ) from exc
+
+
+def _what(path: Path) -> str:
+    if path.is_symlink():
+        return f"a symbolic link (to {os.readlink(path)})"
+    return "a directory" if path.is_dir() else "a file"
+
+
 def moved_away(dest: Path) -> None:
     """The staging directory `dest` was moved elsewhere (into the target): its lock file
     has nothing left to guard, and goes now, so that a kill from here on leaves nothing

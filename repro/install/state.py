@@ -22,6 +22,8 @@ from repro.install.atomic import atomic_write
 
 STATE_DIR = ".repro"
 STATE_FILE = "state.toml"
+# the key, in the venv step's facts, of what that step made (repro.install.venvguard)
+VENV_RECORD = "made"
 STEPS = (
     "verify",
     "preflight",
@@ -58,6 +60,14 @@ class UnpackState:
 
     def is_done(self, step: str) -> bool:
         return step in self.done
+
+    @property
+    def made_venv(self) -> object | None:
+        """What the venv step made (`made` in its facts: pyvenv.cfg and bin/python*, as
+        repro.install.venvguard records them), or None: a state written before repro
+        recorded it, which stays readable (its venv is checked by the rules alone)."""
+        venv = self.facts.get("venv")
+        return venv.get(VENV_RECORD) if isinstance(venv, dict) else None
 
     def mark_started(self, step: str) -> None:
         """Recorded (and on disk) before the step changes anything."""

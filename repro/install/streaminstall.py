@@ -24,12 +24,13 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from repro.bundle import layout
 from repro.bundle.info import load_bundle_info
@@ -38,6 +39,7 @@ from repro.errors import InstallError
 from repro.install.contents import hashes_by_pin
 from repro.install.options import UnpackOptions
 from repro.install.preflight import find_python
+from repro.install.staging import create_staging_dir
 from repro.install.state import STATE_DIR
 from repro.install.vaultinstall import (
     MAX_WORKERS,
@@ -118,8 +120,10 @@ class StreamedInstall:
     # -- while the stream is read ---------------------------------------------------
 
     def place(self, prefix: Path) -> None:
-        """The staged venv goes to `prefix`: a path in the staging area that does not
-        exist yet, removed with it."""
+        """The staged venv goes to `prefix`: a path in the staging area, made here
+        (exclusively, 0700: repro.install.staging.create_staging_dir) before any byte of
+        the stream is read, and removed with the staging area."""
+        create_staging_dir(prefix)
         self.prefix = prefix
 
     def on_written(self, top: Path, name: str, digest: str) -> None:
@@ -292,27 +296,103 @@ def _fresh(target: Path, replace: bool) -> bool:
 
 def adopt(staged: StagedVenv, venv: Path, layout_now: Mapping[str, str]) -> None:
     """Move the staged files into the venv just made at `venv` (renames on one file
-    system); `layout_now` is that venv's own layout, which must be the one staged for."""
+    system); `layout_now` is that venv's own layout, which must be the one staged for.
+    The whole staged tree is checked first (`_refusals`): nothing moves when a staged
+    entry would replace what the venv step made, or a link or a directory."""
     if venv != staged.venv or dict(layout_now) != dict(staged.layout):
         raise InstallError(
             f"{venv}: the venv's layout {dict(layout_now)} is not the one the wheels were "
             f"unpacked for while the bundle streamed in ({dict(staged.layout)})",
             hint="run unpack again with the bundle as a file, or with --keep-bundle",
         )
-    if staged.prefix.is_dir():
-        _merge(staged.prefix, venv)
+    if not staged.prefix.is_dir() or staged.prefix.is_symlink():
+        return
+    refused = _refusals(staged.prefix, venv, staged.layout["scripts"])
+    if refused:
+        raise InstallError(
+            f"{venv}: refusing to move the wheels unpacked while the bundle streamed in "
+            "into the venv; nothing was moved:\n"
+            + "\n".join(f"  - {line}" for line in refused[:50]),
+            hint="the bundle's wheels write the venv's own files; get a bundle whose wheels do not",
+        )
+    _merge(staged.prefix, venv)
+
+
+# What the venv step makes and no wheel may replace: pyvenv.cfg (the interpreter reads
+# it first), the interpreter itself and the activation scripts (relative to `scripts`).
+_VENV_OWN = ("pyvenv.cfg",)
+_SCRIPTS_OWN = ("python*", "activate*", "Activate*")
+
+
+def _own(rel: PurePosixPath, scripts: str) -> bool:
+    if rel.as_posix() in _VENV_OWN:
+        return True
+    return rel.parent.as_posix() == scripts and any(rel.match(p) for p in _SCRIPTS_OWN)
+
+
+def _refusals(source: Path, dest: Path, scripts: str) -> list[str]:
+    """Every staged entry that may not move into `dest`, and why: one the venv step
+    made, a link (repro stages none), a file that would replace a link or a directory,
+    a directory that would replace a file or a link. Nothing is followed."""
+    refused: list[str] = []
+    pending = [PurePosixPath()]
+    while pending:
+        rel = pending.pop()
+        with os.scandir(source / rel) as entries:
+            children = sorted(entries, key=lambda e: e.name)
+        for child in children:
+            name = rel / child.name
+            there = dest / name
+            if _own(name, scripts):
+                refused.append(f"{there}: the venv's own file, made by the venv step")
+                continue
+            if child.is_symlink():
+                refused.append(f"{source / name}: a link in the staged files")
+                continue
+            try:
+                info = there.lstat()
+            except FileNotFoundError:
+                continue  # moved as it is: a new file or a whole new directory
+            if child.is_dir(follow_symlinks=False):
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(name)
+                else:
+                    refused.append(f"{there}: a directory would replace {_kind(info)}")
+            elif not stat.S_ISREG(info.st_mode):
+                refused.append(f"{there}: a file would replace {_kind(info)}")
+    return refused
+
+
+def _kind(info: os.stat_result) -> str:
+    if stat.S_ISLNK(info.st_mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(info.st_mode):
+        return "a directory"
+    return "a regular file" if stat.S_ISREG(info.st_mode) else "a special file"
 
 
 def _merge(source: Path, dest: Path) -> None:
     """Every entry of `source` moved to the same place below `dest`; directories both
-    hold are merged, a file `dest` holds is replaced (as an installer overwrites it)."""
+    hold are merged, a regular file `dest` holds is replaced (as an installer
+    overwrites it). What `_refusals` would refuse is refused here too, should it have
+    appeared since: a link is never followed, never moved, never replaced."""
     with os.scandir(source) as entries:
         children = list(entries)
     for child in children:
         there = dest / child.name
-        if child.is_dir(follow_symlinks=False) and there.is_dir():
+        if child.is_symlink():
+            raise InstallError(f"{child.path}: a link in the staged files; refusing to move it")
+        try:
+            info: os.stat_result | None = there.lstat()
+        except FileNotFoundError:
+            info = None
+        if child.is_dir(follow_symlinks=False) and info is not None:
+            if not stat.S_ISDIR(info.st_mode):
+                raise InstallError(f"{there}: a directory would replace {_kind(info)}")
             _merge(Path(child.path), there)
             continue
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            raise InstallError(f"{there}: a file would replace {_kind(info)}")
         try:
             os.replace(child.path, there)
         except OSError as exc:

@@ -34,6 +34,7 @@ from repro.install.staging import moved_away
 from repro.install.state import STATE_DIR, BundleIdentity, open_state
 from repro.install.streaminstall import StagedVenv, StreamedInstall
 from repro.install.targetsite import site_packages_of
+from repro.install.venvguard import trusted_interpreter
 from repro.install.workspace import venv_dir
 
 __all__ = ["UnpackOptions", "UnpackReport", "unpack", "unpatch_target"]
@@ -394,6 +395,8 @@ def unpatch_target(target: Path, *, force: bool = False) -> list[str]:
             f"{target}: its rebuilt venv is gone (no {interpreter})",
             hint="run `repro unpack` of its bundle into it again",
         )
-    restored = unpatch(target / STATE_DIR, site_packages_of(interpreter), force=force)
+    # started without site processing, but it reads pyvenv.cfg: checked first
+    checked = trusted_interpreter(target, venv_dir(target, info), state=state)
+    restored = unpatch(target / STATE_DIR, site_packages_of(checked), force=force)
     state.forget("patch")
     return restored
