@@ -18,9 +18,12 @@ import struct
 import subprocess
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from repro.errors import ReproError
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 0x01
@@ -33,6 +36,26 @@ _CUOBJDUMP_NAME = re.compile(r"\.(?P<arch>(?:sm|compute)_\d+[af]?)\.(?:cubin|ptx
 
 class NotAnElfError(ValueError):
     pass
+
+
+class UnreadableWheel(ReproError):
+    """A wheel whose shared objects cannot be read: not a zip, or a damaged one."""
+
+
+# What zipfile (and the decompressors under it) raise on bytes that are not a sound zip:
+# a missing or damaged central directory, a bad CRC, a member encrypted (RuntimeError)
+# or compressed by a method it lacks (NotImplementedError), offsets past the end.
+_ZIP_DAMAGE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    ValueError,
+    RuntimeError,
+    NotImplementedError,
+    zlib.error,
+    struct.error,
+    OSError,
+)
 
 
 def _suffix(flags: int) -> str:
@@ -218,10 +241,26 @@ def inspection_budget(wheel_bytes: int) -> int:
     return max(MIN_INSPECTED_BYTES, MAX_INSPECTED_RATIO * wheel_bytes)
 
 
-def wheel_archs(wheel: Path) -> WheelArchs:
+def wheel_archs(wheel: Path, *, shown: str | None = None) -> WheelArchs:
     """Architectures of the shared objects in a wheel, read without installing it. Members
     past `inspection_budget` bytes in all (largest claims first refused) are not read and
-    are named in `not_inspected`."""
+    are named in `not_inspected`. A wheel that is no sound zip: `UnreadableWheel`, naming
+    it as `shown` (the bundle's member name) when given."""
+    try:
+        return _wheel_archs(wheel)
+    except UnreadableWheel:
+        raise
+    except _ZIP_DAMAGE as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UnreadableWheel(
+            f"{shown or wheel}: not a readable wheel ({type(exc).__name__}: {why}); its shared "
+            "objects cannot be checked for this GPU",
+            hint="the bundle's wheel is damaged or not a wheel: pack again, or check "
+            "where the bundle came from",
+        ) from exc
+
+
+def _wheel_archs(wheel: Path) -> WheelArchs:
     archs: set[str] = set()
     skipped: list[str] = []
     budget = inspection_budget(wheel.stat().st_size)

@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from repro.bundle import layout
 from repro.gpu.arch import Verdict, arch_compatible
-from repro.gpu.cubin import inspection_budget, wheel_archs
+from repro.gpu.cubin import UnreadableWheel, inspection_budget, wheel_archs
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.install.targetsite import NO_SITE
 
@@ -200,7 +201,12 @@ def check_gpus(inputs: PreflightInputs, inventory: GpuInventory) -> list[Check]:
     else:
         checks.append(Check("gpu", "pass", f"{len(inventory.gpus)} GPU(s); no torch arch list"))
     for wheel in inputs.vault_wheels:
-        found = wheel_archs(wheel)
+        try:
+            found = wheel_archs(wheel, shown=layout.wheel(wheel.name))
+        except UnreadableWheel as exc:
+            # a failed check like any other: listed with the rest, nothing installed
+            checks.append(Check(f"gpu archs {wheel.name}", "fail", exc.message, exc.hint))
+            continue
         if found.not_inspected:
             checks.append(
                 Check(
