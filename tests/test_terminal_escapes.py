@@ -95,19 +95,20 @@ def _assert_clean(result: subprocess.CompletedProcess[bytes]) -> str:
 
 def test_unpack_shows_unit_and_launch_escapes_escaped(packed: Path, tmp_path: Path) -> None:  # noqa: F811
     bundle = _edited(packed, tmp_path, _unit_and_launch)
-    result = run_repro(
-        "unpack",
-        str(bundle),
-        "--target",
-        str(tmp_path / "t"),
-        "--cpu",
-        "--offline",
-        "--no-exec",
-        "--install-units",
-    )
+    argv = ["unpack", str(bundle), "--target", str(tmp_path / "t"), "--cpu", "--offline",
+            "--no-exec", "--install-units"]  # fmt: skip
+    # A control character in unit text is refused (repro.unittext), named escaped.
+    result = run_repro(*argv)
+    printed = _assert_clean(result)
+    assert result.returncode == 2, printed
+    assert "services/llm.service:2: holds U+001B" in printed, printed
+    assert not (tmp_path / "t").exists()
+    # Without the unit, the launch command's escapes are shown escaped.
+    (bundle / "services" / "llm.service").unlink()
+    write_manifest(bundle)
+    result = run_repro(*argv)
     printed = _assert_clean(result)
     assert result.returncode == 0, printed
-    assert "/bin/echo \\x1b[2Jcleared\\x9b2J" in printed  # the unit's ExecStart=
     assert "server srv\\x1b[2J (port 8000)" in printed  # the launch command's name
     # and its shell line (the BEL that ends the title sequence is dropped by rich)
     assert "# \\x1b[2J\\x1b]0;owned\\x9b2J" in printed
