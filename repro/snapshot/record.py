@@ -113,12 +113,11 @@ def render_record(rows: Iterable[RecordRow]) -> bytes:
     quoted with its quotes doubled, as every csv reader (pip's, installer's) expects."""
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
+    # csv.writer before Python 3.13 quotes a field for the characters of its own line
+    # terminator only: a name holding \r would go out bare and end its row there
+    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
     for path, digest, size in rows:
-        writer.writerow(
-            [
-                path,
-                hex_to_record_hash(digest) if digest is not None else "",
-                str(size) if size is not None else "",
-            ]
-        )
+        hash_field = hex_to_record_hash(digest) if digest is not None else ""
+        row = [path, hash_field, str(size) if size is not None else ""]
+        (quoted if "\r" in path else writer).writerow(row)
     return buffer.getvalue().encode("utf-8")
