@@ -121,3 +121,70 @@ def test_gpu_preflight_names_a_vault_wheel_it_cannot_read(
     assert f"env/wheels/{CUSTOM_WHEEL}: not a readable wheel" in err
     assert expected in err
     assert not target.exists()
+
+
+# --- env/pylock.toml of the wrong types: `repro sbom`, `inspect`, `diff` -----------------
+
+PYLOCK_HEAD = 'lock-version = "1.0"\ncreated-by = "repro"\n'
+SIX = '[[packages]]\nname = "six"\nversion = "1.16.0"\n'
+SIX_WHEEL = SIX + '[[packages.wheels]]\nname = "six-1.16.0-py2.py3-none-any.whl"\n'
+
+PYLOCK_CASES = [
+    ("packages-string", 'packages = "x"\n', "'packages'"),
+    ("package-string", 'packages = ["x"]\n', "'packages[0]'"),
+    ("name-integer", "[[packages]]\nname = 3\n", "'packages[0].name'"),
+    ("version-list", '[[packages]]\nname = "six"\nversion = ["1"]\n', "'packages[0].version'"),
+    ("index-list", SIX + "index = [1]\n", "'packages[0].index'"),
+    ("wheels-strings", SIX + 'wheels = ["six.whl"]\n', "'packages[0].wheels[0]'"),
+    ("sdist-string", SIX + 'sdist = "six.tar.gz"\n', "'packages[0].sdist'"),
+    ("hashes-string", SIX_WHEEL + 'hashes = "abc"\n', "'packages[0].wheels[0].hashes'"),
+    ("hash-integer", SIX_WHEEL + "hashes = {sha256 = 3}\n", "'packages[0].wheels[0].hashes'"),
+    (
+        "wheel-name",
+        SIX + '[[packages.wheels]]\nname = "x"\nhashes = {sha256 = "ab"}\n',
+        "'packages[0].wheels[0]'",
+    ),
+    ("no-lock-version", 'created-by = "repro"\n', "'lock-version'"),
+]
+
+
+def _with_pylock(packed: Path, into: Path, text: str) -> Path:  # noqa: F811
+    bundle = into / packed.name
+    shutil.copytree(packed, bundle)
+    (bundle / "env" / "pylock.toml").write_text(text)
+    write_manifest(bundle)
+    assert run_repro("check", str(bundle / "MANIFEST.sha256")).returncode == 0
+    return bundle
+
+
+@pytest.mark.parametrize(
+    ("body", "key"), [c[1:] for c in PYLOCK_CASES], ids=[c[0] for c in PYLOCK_CASES]
+)
+def test_sbom_refuses_a_pylock_of_the_wrong_types(
+    packed: Path,  # noqa: F811
+    tmp_path: Path,
+    body: str,
+    key: str,
+) -> None:
+    text = body if body.startswith("created-by") else PYLOCK_HEAD + body
+    bundle = _with_pylock(packed, tmp_path, text)
+    result = run_repro("sbom", str(bundle), "-o", str(tmp_path / "sbom.json"))
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert "Traceback" not in err
+    assert "env/pylock.toml: not a PEP 751 lock" in err and key in err
+    assert not (tmp_path / "sbom.json").exists()
+
+
+def test_inspect_and_diff_read_past_a_pylock_of_the_wrong_types(
+    packed: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """inspect and diff do not parse pylock.toml: the bundle is shown, and compared."""
+    bundle = _with_pylock(packed, tmp_path, PYLOCK_HEAD + 'packages = "x"\n')
+    inspected = run_repro("inspect", str(bundle))
+    assert inspected.returncode == 0, inspected.stderr.decode()
+    diffed = run_repro("diff", str(packed), str(bundle))
+    output = diffed.stdout.decode() + diffed.stderr.decode()
+    assert diffed.returncode in (0, 1), output
+    assert "Traceback" not in output + inspected.stderr.decode()

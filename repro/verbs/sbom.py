@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from cyclonedx.model import (
     AttachedText,
@@ -36,6 +35,7 @@ from cyclonedx.model.component import (
 from cyclonedx.model.tool import ToolRepository
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
+from packaging.pylock import PackageSdist, PackageWheel, Pylock, PylockValidationError
 from packaging.utils import canonicalize_name
 
 from repro import __version__, _toml
@@ -80,28 +80,33 @@ class _PinFiles:
 
 
 def _pylock_files(data: bytes | None) -> dict[str, _PinFiles]:
+    """Each pin's index and files as env/pylock.toml says, read by its real reader
+    (`packaging.pylock`): a lock of the wrong shape is refused naming the key."""
     if data is None:
         return {}
     try:
         document = _toml.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
         raise BundleFormatError(f"{PYLOCK}: not valid TOML: {exc}") from exc
+    try:
+        lock = Pylock.from_dict(document)
+    except PylockValidationError as exc:
+        # its message names the key: "Unexpected type str (expected Sequence) in 'packages'"
+        raise BundleFormatError(
+            f"{PYLOCK}: not a PEP 751 lock: {exc}",
+            hint="the bundle's pylock.toml was changed after pack wrote it; pack again",
+        ) from exc
     result: dict[str, _PinFiles] = {}
-    packages = document.get("packages", [])
-    for package in packages if isinstance(packages, list) else []:
-        if not isinstance(package, dict) or not isinstance(package.get("name"), str):
-            continue
-        refs: list[Any] = list(package.get("wheels") or [])
-        if isinstance(package.get("sdist"), dict):
-            refs.append(package["sdist"])
+    for package in lock.packages:
+        refs: list[PackageWheel | PackageSdist] = list(package.wheels or ())
+        if package.sdist is not None:
+            refs.append(package.sdist)
         files = []
         for ref in refs:
-            digest = ref.get("hashes", {}).get("sha256") if isinstance(ref, dict) else None
-            if isinstance(digest, str) and isinstance(ref.get("name"), str):
-                url = ref.get("url")
-                files.append((ref["name"], url if isinstance(url, str) else None, digest))
-        index = package.get("index")
-        result[package["name"]] = _PinFiles(index if isinstance(index, str) else None, tuple(files))
+            digest = ref.hashes.get("sha256")
+            if digest is not None and ref.name is not None:
+                files.append((ref.name, ref.url, digest))
+        result[str(package.name)] = _PinFiles(package.index, tuple(files))
     return result
 
 
