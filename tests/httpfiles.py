@@ -8,7 +8,7 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,12 +43,16 @@ def file_server(
     drop_after: Mapping[int, int] | None = None,
     honour_range: bool = True,
     honour_if_range: bool = True,
+    serve_from: Callable[[int], int] | None = None,
+    content_range: str | None = None,
 ) -> Iterator[FileServer]:
     """Serve one file at PATH (any other path is a 404). Request i gets versions[i]
     (the last one from then on); `drop_after[i]` bytes of request i's body are sent
     before its connection is shut. A Range request gets 206 from the asked byte unless
     `honour_range` is off, or `honour_if_range` is on and its If-Range is not the
-    current ETag (then 200 and the whole file, as RFC 9110 says)."""
+    current ETag (then 200 and the whole file, as RFC 9110 says). A server that
+    resumes wrongly: `serve_from` maps the byte asked for to the one its 206 starts at
+    (its Content-Range says so), `content_range` replaces that header's value."""
     drops = dict(drop_after or {})
     served = FileServer("")
 
@@ -66,9 +70,12 @@ def file_server(
             stale = honour_if_range and if_range is not None and if_range != version.etag
             partial = asked is not None and honour_range and not stale
             start = int(asked.removeprefix("bytes=").rstrip("-")) if partial and asked else 0
+            if partial and serve_from is not None:
+                start = serve_from(start)
             if partial:
                 self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                honest = f"bytes {start}-{len(body) - 1}/{len(body)}"
+                self.send_header("Content-Range", content_range or honest)
             else:
                 self.send_response(200)
             self.send_header("Content-Length", str(len(body) - start))

@@ -6,7 +6,7 @@ one file's bytes in order is an error naming the URL, never a silent mix."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 import requests
@@ -62,14 +62,21 @@ def test_a_dropped_download_resumes_with_range_to_the_same_bytes(
 @pytest.mark.parametrize(
     ("versions", "honour_range", "honour_if_range", "refused"),
     [
-        # A server that ignores Range answers 200 and the file from byte 0.
-        ([Version(BODY)], False, True, f"server did not resume at byte {THIRD} (HTTP 200)"),
         # The file changed and the server honours If-Range: 200 and the new file.
         (
             [Version(BODY), Version(OTHER, '"v2"')],
             True,
             True,
-            f"server did not resume at byte {THIRD} (HTTP 200)",
+            f"server did not resume at byte {THIRD} (HTTP 200 of {len(BODY)} bytes, ETag "
+            f'"v2"; the first answer was {len(BODY)} bytes, ETag "v1")',
+        ),
+        # A server that ignores Range, and whose file grew: 200 of another file.
+        (
+            [Version(BODY, None), Version(BODY + b"more", None)],
+            False,
+            True,
+            f"server did not resume at byte {THIRD} (HTTP 200 of {len(BODY) + 4} bytes, "
+            f"ETag None; the first answer was {len(BODY)} bytes, ETag None)",
         ),
         # The file changed and the server ignores If-Range: 206 of the new file's tail.
         (
@@ -87,7 +94,7 @@ def test_a_dropped_download_resumes_with_range_to_the_same_bytes(
             f"(at byte {THIRD})",
         ),
     ],
-    ids=["range-ignored", "etag-changed-if-range", "etag-changed-206", "length-changed"],
+    ids=["etag-changed-if-range", "range-ignored-grown", "etag-changed-206", "length-changed"],
 )
 def test_a_resume_that_would_mix_bytes_is_refused(
     session: requests.Session,
@@ -107,6 +114,71 @@ def test_a_resume_that_would_mix_bytes_is_refused(
     ):
         _download(served.url, session)
     assert caught.value.message == f"{served.url}: the {refused}"
+    assert len(served.requests) == 2  # refused at the first resume, not retried
+
+
+def test_a_server_that_ignores_range_gives_the_whole_file_again(
+    session: requests.Session,
+) -> None:
+    """A 200 to a resume (Range ignored) of the same file: its first bytes, those
+    already read, are skipped; also when it drops again while they are skipped."""
+    drops = {0: THIRD, 1: THIRD // 2}
+    with file_server([Version(BODY)], drop_after=drops, honour_range=False) as served:
+        data, resumed = _download(served.url, session)
+    assert hashlib.sha256(data).digest() == hashlib.sha256(BODY).digest()
+    assert resumed == 2
+    assert served.ranges == [None, f"bytes={THIRD}-", f"bytes={THIRD}-"]
+
+
+WRONG_RESUMES = [
+    # the file's start again, under an honest header: "bytes 0-.../..."
+    (lambda asked: 0, None, f"bytes from 0, not from the {THIRD} asked for"),
+    (lambda asked: asked - 100, None, f"bytes from {THIRD - 100}, not from the {THIRD}"),
+    (lambda asked: asked + 100, None, f"bytes from {THIRD + 100}, not from the {THIRD}"),
+    (None, f"bytes {THIRD}-{len(BODY) - 1}", "a Content-Range that is not"),
+    (None, "bytes */1280000", "a Content-Range that is not"),
+    (None, "pages 1-2/3", "a Content-Range that is not"),
+    (None, f"bytes {THIRD}-{len(BODY)}/{len(BODY)}", "last byte is not inside the file"),
+    (None, f"bytes {THIRD}-{THIRD - 1}/{len(BODY)}", "last byte is not inside the file"),
+    (None, f"bytes {THIRD}-{len(BODY) - 2}/{len(BODY)}", "a Content-Length of"),
+    (None, f"bytes {THIRD}-{len(BODY) - 1}/{len(BODY) + 1}", "the file changed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("serve_from", "content_range", "refused"),
+    WRONG_RESUMES,
+    ids=[
+        "from-zero",
+        "before",
+        "after",
+        "no-length",
+        "unsatisfied-form",
+        "other-unit",
+        "past-the-end",
+        "last-before-first",
+        "length-disagrees",
+        "other-total",
+    ],
+)
+def test_a_206_that_does_not_start_at_the_asked_byte_is_refused_at_once(
+    session: requests.Session,
+    serve_from: Callable[[int], int] | None,
+    content_range: str | None,
+    refused: str,
+) -> None:
+    with (
+        file_server(
+            [Version(BODY)],
+            drop_after={0: THIRD},
+            serve_from=serve_from,
+            content_range=content_range,
+        ) as served,
+        pytest.raises(InputError) as caught,
+    ):
+        _download(served.url, session)
+    assert refused in caught.value.message
+    assert caught.value.message.startswith(f"{served.url}: the ")
     assert len(served.requests) == 2  # refused at the first resume, not retried
 
 

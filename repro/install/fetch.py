@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import requests
@@ -10,16 +11,20 @@ import requests
 from repro.errors import InputError
 
 CHUNK = 1 << 20
+# RFC 9110 14.4: "bytes" SP first-pos "-" last-pos "/" ( complete-length / "*" )
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 class ResumableHTTPStream(io.RawIOBase):
     """A read-only stream of a URL's body that reconnects where it left off.
 
     When the connection drops mid-body, the next read asks again with
-    `Range: bytes=<position>-` (at most `retries` times in a row); a server that
-    ignores Range (answers 200) or whose ETag changed is an error, not a silent
-    restart from byte 0, and so is a 206 whose ETag or total length is not the first
-    response's (the tail of another file).
+    `Range: bytes=<position>-` (at most `retries` times in a row). A 206 must say, in
+    a well-formed `Content-Range`, that it starts at exactly that byte, and its ETag
+    and total length must be the first response's: anything else (a server that
+    answers `bytes 0-...`, the tail of another file) is refused at once, never spliced
+    in. A 200 (a server that ignores Range) is the whole file again: taken only when
+    its ETag and length are the first response's, its first <position> bytes skipped.
     """
 
     def __init__(
@@ -41,6 +46,7 @@ class ResumableHTTPStream(io.RawIOBase):
         self._length: int | None = None  # the whole file's, from the first response
         self._response: requests.Response | None = None
         self._body: Any = None
+        self._skip = 0  # bytes of a 200's body (the whole file again) already delivered
         self._open()
 
     def _open(self) -> None:
@@ -55,7 +61,8 @@ class ResumableHTTPStream(io.RawIOBase):
             )
         except requests.RequestException as exc:
             raise InputError(f"{self.url}: cannot download: {exc}") from exc
-        if self.position and response.status_code != 206:
+        restart = self.position and response.status_code == 200
+        if self.position and response.status_code != 206 and not restart:
             response.close()
             raise InputError(
                 f"{self.url}: the server did not resume at byte {self.position} "
@@ -65,11 +72,58 @@ class ResumableHTTPStream(io.RawIOBase):
         if not self.position and response.status_code != 200:
             response.close()
             raise InputError(f"{self.url}: HTTP {response.status_code}")
+        if restart:
+            self._refuse_unknown_restart(response)
+        elif self.position:
+            self._refuse_misplaced_range(response)
         self._refuse_another_file(response)
         self._etag = self._etag or response.headers.get("ETag")
         self._response = response
         self._length = self._length if self.position else self._expected_length(response)
         self._body = response.raw
+        self._skip = self.position if restart else 0
+
+    def _refuse_misplaced_range(self, response: requests.Response) -> None:
+        """A 206 must start at the byte asked for: a `bytes 0-...` spliced in at the
+        resume offset would repeat the file's start (refused only much later, by a tar
+        checksum, or never for a member the manifest does not cover)."""
+        content_range = response.headers.get("Content-Range", "")
+        match = _CONTENT_RANGE.fullmatch(content_range.strip())
+        problem = None
+        if match is None:
+            problem = "a Content-Range that is not 'bytes FIRST-LAST/LENGTH'"
+        else:
+            first, last, total = int(match[1]), int(match[2]), match[3]
+            length = response.headers.get("Content-Length")
+            if first != self.position:
+                problem = f"bytes from {first}, not from the {self.position} asked for"
+            elif last < first or (total != "*" and last >= int(total)):
+                problem = "a Content-Range whose last byte is not inside the file"
+            elif length is not None and length.isdigit() and int(length) != last - first + 1:
+                problem = f"a Content-Length of {length} for {last - first + 1} bytes"
+        if problem is None:
+            return
+        response.close()
+        raise InputError(
+            f"{self.url}: the server answered a resume at byte {self.position} with "
+            f"{problem} (Content-Range: {content_range!r}): refused",
+            hint="download the bundle with curl -C - and unpack the file",
+        )
+
+    def _refuse_unknown_restart(self, response: requests.Response) -> None:
+        """A 200 to a Range request is the whole file again: the same file only when
+        its length (and ETag, when either response gave one) are the first's."""
+        length = self._expected_length(response)
+        etag = response.headers.get("ETag")
+        if self._length is not None and length == self._length and etag == self._etag:
+            return
+        response.close()
+        raise InputError(
+            f"{self.url}: the server did not resume at byte {self.position} (HTTP 200 of "
+            f"{length if length is not None else 'an unknown number of'} bytes, ETag {etag}; "
+            f"the first answer was {self._length} bytes, ETag {self._etag})",
+            hint="download the bundle with curl -C - and unpack the file",
+        )
 
     def _refuse_another_file(self, response: requests.Response) -> None:
         """A 206 whose ETag or total length is not the first response's is the tail
@@ -104,6 +158,13 @@ class ResumableHTTPStream(io.RawIOBase):
                 error: Exception | None = exc
             else:
                 error = None
+            if data and self._skip:
+                # the whole file again (a 200): its bytes already delivered are dropped
+                dropped = min(self._skip, len(data))
+                self._skip -= dropped
+                data = data[dropped:]
+                if not data:
+                    continue
             if data:
                 count = len(data)
                 buffer[:count] = data
