@@ -52,7 +52,6 @@ def _staged(tmp_path: Path, venv: Path) -> StagedVenv:
     (prefix / "lib/python3.11/site-packages/demo/__init__.py").write_text("x = 1\n")
     (prefix / "bin").mkdir()
     (prefix / "bin/demo").write_text("#!/bin/sh\n")
-    (prefix / "bin/activate").write_text("# a wheel's own activate\n")
     return StagedVenv(Path("/usr/bin/python3"), venv, prefix, LAYOUT, (), 0.0)
 
 
@@ -66,7 +65,8 @@ def test_adopt_moves_every_staged_file_into_the_venv(tmp_path: Path) -> None:
     adopt(staged, venv, LAYOUT)
     assert (venv / "lib/python3.11/site-packages/demo/__init__.py").read_text() == "x = 1\n"
     assert (venv / "bin/demo").read_text() == "#!/bin/sh\n"
-    assert (venv / "bin/activate").read_text() == "# a wheel's own activate\n"  # as pip does
+    # the venv's own activate: no wheel replaces it (tests/test_venv_guard.py)
+    assert (venv / "bin/activate").read_text() == "# venv's\n"
     assert os.readlink(venv / "lib64") == "lib"
     assert [p for p in staged.prefix.rglob("*") if p.is_file()] == []
 

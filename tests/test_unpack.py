@@ -280,7 +280,10 @@ def test_online_install_pins_every_dist_and_applies_patches(
     # What the venv's own seeding put in site-packages that runs at startup: the baseline
     # of a --no-exec rerun (setuptools' .pth, seeded by `python -m venv` on 3.11).
     seeded = [] if installer == "uv" else ["lib/python3.11/site-packages/distutils-precedence.pth"]
-    assert report["steps"][2]["facts"] == {"installer": installer, "startup_files": seeded}
+    facts = dict(report["steps"][2]["facts"])
+    made = facts.pop("made")  # what the venv step made (repro.install.venvguard)
+    assert facts == {"installer": installer, "startup_files": seeded}
+    assert made["pyvenv.cfg"].startswith("file sha256 ") and "bin/python" in made
     assert sorted(report["patches"]["written"]) == ["idna/repro_added.py", "six.py"]
     # The local wheel came from the vault, console script included.
     assert _run([str(unpacked_venv(target) / "bin" / LOCAL)]).strip() == "reprolocal ok"

@@ -288,7 +288,8 @@ def test_commands_on_a_tampered_target_refuse_and_never_start_it(
 
     again = run_repro("unpack", str(bundle), "--target", str(target), *UNPACK_ARGS)
     err = again.stderr.decode()
-    assert again.returncode != 0 and "pyvenv.cfg" in err, err
+    assert again.returncode == EXIT_INSTALL and "pyvenv.cfg" in err, err
+    assert "refusing to start its interpreter" in err
     assert "Traceback" not in err
     assert not marker.exists()
 

@@ -9,6 +9,7 @@ renamed into place only once `verify` passed (docs/security.md, "extraction").
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -58,8 +59,9 @@ class DirWalker:
     is usually in the same directory.
     """
 
-    def __init__(self, root_fd: int) -> None:
+    def __init__(self, root_fd: int, where: Path | None = None) -> None:
         self._root_fd = root_fd
+        self._where = where  # the root's path, for messages
         self._cached: tuple[tuple[str, ...], int] | None = None
 
     def open(self, parts: tuple[str, ...]) -> int:
@@ -67,13 +69,18 @@ class DirWalker:
             return self._cached[1]
         fd = os.dup(self._root_fd)
         try:
-            for part in parts:
+            for depth, part in enumerate(parts, 1):
                 try:
                     os.mkdir(part, 0o700, dir_fd=fd)
                     created = True
                 except FileExistsError:
                     created = False
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
+                try:
+                    child = os.open(part, DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if created or exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    raise self._planted(parts[:depth]) from exc
                 os.close(fd)
                 fd = child
                 if created:
@@ -84,6 +91,18 @@ class DirWalker:
         self.close()
         self._cached = (parts, fd)
         return fd
+
+    def _planted(self, parts: tuple[str, ...]) -> UsageError:
+        """Something this run did not make stands where it makes a directory: a link
+        another user planted, say. Never followed; the run ends naming it."""
+        rel = "/".join(parts)
+        path = self._where / rel if self._where is not None else Path(rel)
+        return UsageError(
+            f"{path}: a link or a file stands where repro makes a directory in this run's "
+            "staging; refusing to write through it",
+            hint="someone else wrote into the staging directory: unpack into a --target "
+            "whose parent only you can write",
+        )
 
     def close(self) -> None:
         if self._cached is not None:
@@ -135,7 +154,7 @@ def _extract_into(
 ) -> Path:
     advance = progress.advance if progress is not None else None
     root_fd = os.open(staging, DIR_FLAGS)
-    walker = DirWalker(root_fd)
+    walker = DirWalker(root_fd, staging)
     top: str | None = None
     source_fd = _fileno(stream)
     try:

@@ -217,8 +217,7 @@ def _run_stages(
     run.report = replace(run.report, venv=str(venv))
 
     def stage(step: str, body: Callable[[], StageResult]) -> None:
-        if not run.skip_if_done(step):
-            run.finish(step, body())
+        run.run(step, body)
 
     try:
         _recover_interrupted(run, target, venv)
@@ -339,6 +338,14 @@ def _check_drift(run: StepRecorder, target: Path, jobs: int | None) -> None:
         return
     drift = tuple(target_drift(target, jobs=jobs))
     run.report = replace(run.report, drift=drift)
+    changed = [d for d in drift if d.what == "venv"]
+    if changed:
+        # the venv's own files: its interpreter is not started again (repro.install.venvguard)
+        raise InstallError(
+            f"{target}: refusing to start its interpreter: the venv's own files are not the "
+            "ones the venv step made:\n" + "\n".join(f"  - {d.describe()}" for d in changed),
+            hint="remove the target (or unpack with --replace) to build it again",
+        )
     if drift:
         raise VerificationError(
             f"{target} has drifted from {run.report.name} {run.report.version} since it was "
