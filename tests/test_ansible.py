@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from repro.snapshot.lock import read_requirements_lock
 from tests._bundles import tamper
 from tests._venvs import VenvRecipe, cached_venv, find_python
 from tests.bootbundles import make_workspace, member_names, pack_workspace, read_member
+from tests.bundles import archive_tree, make_bundle_tree
 from tests.freshbox import INNER_ROOT, FreshBox, fresh_box
 
 pytestmark = pytest.mark.slow
@@ -356,3 +358,43 @@ def test_ansible_doc_renders_the_module(fleet: Fleet) -> None:
     assert listed.returncode == 0, listed.stderr
     assert "repro.deploy.repro_unpack Rebuild a repro bundle's environment" in listed.stdout
     assert not shutil.which("repro", path=env["PATH"])
+
+
+def test_a_bundle_path_that_begins_with_a_dash_is_a_path(tmp_path: Path) -> None:
+    """The module against localhost (the real engine, connection local, check mode) with
+    the real repro: `-evil.tar` reaches repro as its bundle, after `--`, never as its
+    options (`-e`...)."""
+    ansible = cached_venv(ANSIBLE) / "bin"
+    work = tmp_path / "work"
+    work.mkdir()
+    archive_tree(make_bundle_tree(tmp_path / "src"), work / "-evil.tar")
+    repro = tmp_path / "repro"  # the real CLI of this checkout, as a program on disk
+    repro.write_text(f'#!/bin/sh\nPYTHONPATH={REPO_ROOT} exec {sys.executable} -m repro "$@"\n')
+    repro.chmod(0o755)
+    target = tmp_path / "target"
+    args = f"bundle=-evil.tar target={target} cpu=true offline=true executable={repro}"
+    result = subprocess.run(
+        [
+            str(ansible / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
+            "-e", f"ansible_python_interpreter={find_python('3.11')}",
+            "-m", "repro.deploy.repro_unpack", "-a", args, "--check",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={
+            "PATH": f"{ansible}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LANG": "C.UTF-8",
+            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        },
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = json.loads(result.stdout.split(" => ", 1)[1])
+    assert shown["report"]["bundle"] == "-evil.tar"
+    assert shown["pending"][0] == "preflight" and shown["changed"] is True
+    assert not target.exists()

@@ -27,6 +27,8 @@ options:
     description:
       - The bundle on the host (an archive or an extracted bundle directory), or an
         http(s) URL that repro streams and verifies itself.
+      - Passed to repro after C(--), so a path that begins with C(-) is a path, never
+        an option.
     type: str
     required: true
   target:
@@ -146,8 +148,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def _argv(module, executable):
+    """repro's argv: every option first (each value its own word, taken as the value
+    whatever it starts with), then `--`, then the bundle, so that a bundle path such as
+    `-evil.tar` is a path and never an option of repro."""
     params = module.params
-    argv = [executable, "unpack", params["bundle"], "--target", params["target"], "--json"]
+    argv = [executable, "unpack", "--target", params["target"], "--json"]
     flags = (
         ("offline", "--offline"),
         ("install_units", "--install-units"),
@@ -169,7 +174,7 @@ def _argv(module, executable):
             argv += [flag, params[name]]
     if module.check_mode:
         argv.append("--dry-run")
-    return argv
+    return [*argv, "--", params["bundle"]]
 
 
 def _message(stderr, rc):
