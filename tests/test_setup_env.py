@@ -393,10 +393,10 @@ def test_a_swapped_tool_wheel_never_runs_under_a_signature_check_nor_persists(
 
     # the good, signed bundle afterwards: its own fresh venv, the hostile one never started
     code, output = _setup_env(box, *TRUST, *UNPACK)
+    assert not box.host(MARKER).exists(), output
     assert code == 0, output
     assert f"into {TOOL_HOME}/tool-{__version__}-py3.12-" in output
     assert "using repro" not in output
-    assert not box.host(MARKER).exists()
     venvs = _tool_venvs(box)
     assert len(venvs) == 2 and venvs[0] == f"tool-{__version__}-py3.12", venvs
     assert TOOL_VENV.fullmatch(venvs[1]), venvs
@@ -408,10 +408,10 @@ def test_a_swapped_tool_wheel_never_runs_under_a_signature_check_nor_persists(
          "--tool-venv", old_layout],
         timeout=600,
     )  # fmt: skip
+    assert box.run([f"{old_layout}/bin/repro", "--version"], timeout=60).returncode == 0
+    assert not box.host(MARKER).exists(), proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert f"{old_layout} was not built from these tool wheels: building it anew" in proc.stderr
     assert proc.stdout.strip() == f"{old_layout}/bin/repro"
-    assert box.run([f"{old_layout}/bin/repro", "--version"], timeout=60).returncode == 0
-    assert not box.host(MARKER).exists()
     assert _tool_venvs(box) == venvs  # the hostile venv set aside is gone
     assert not list(box.host(f"{old_layout}").glob("**/repro_hostile.pth"))
