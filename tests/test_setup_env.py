@@ -181,6 +181,7 @@ def test_the_tool_venv_goes_where_asked_and_a_missing_python_is_named(
     )
     assert proc.returncode == 2
     assert "REPRO_BOOTSTRAP_PYTHON=/box/nope/python3: no such interpreter" in proc.stderr
+    box.host("/box/tools/repro").mkdir(parents=True)  # an empty directory is used as it is
     code, output = _setup_env(box, "--tool-venv", "/box/tools/repro", *UNPACK)
     assert code == 0, output
     assert box.run(["/box/tools/repro/bin/repro", "--version"], timeout=60).stdout == (
