@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import shutil
 import struct
 import zipfile
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from repro._toml import loads as toml_loads
 from repro.bundle.manifesttree import write_manifest
 from tests.conftest import run_repro
 from tests.nvsmi import fake_nvidia_smi
@@ -188,3 +190,42 @@ def test_inspect_and_diff_read_past_a_pylock_of_the_wrong_types(
     output = diffed.stdout.decode() + diffed.stderr.decode()
     assert diffed.returncode in (0, 1), output
     assert "Traceback" not in output + inspected.stderr.decode()
+
+
+# --- a failed install step: recorded as failed, and the rerun fails the same way -----
+
+
+def test_a_failed_install_is_recorded_as_failed_and_a_rerun_fails_the_same_way(
+    packed: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The vault lacks six's wheel (its entry and file removed, re-manifested), so
+    `--installer vault` fails inside the install step: exit 3, state.toml says the step
+    failed (and started: the next run redoes it from clean), the saved report names it.
+    The same command again rebuilds the venv and fails the same way, no traceback."""
+    bundle = tmp_path / packed.name
+    shutil.copytree(packed, bundle)
+    (bundle / "env" / "wheels" / CUSTOM_WHEEL).unlink()
+    vault = bundle / "env" / "vault.toml"
+    tables = vault.read_text().split("[[wheels]]")
+    vault.write_text("[[wheels]]".join(t for t in tables if CUSTOM_WHEEL not in t))
+    write_manifest(bundle)
+    assert run_repro("check", str(bundle / "MANIFEST.sha256")).returncode == 0
+    target = tmp_path / "target"
+    argv = ("unpack", str(bundle), "--target", str(target), "--cpu", "--no-smoke")
+    argv += ("--offline", "--installer", "vault")
+    outputs = []
+    for _ in range(2):
+        result = run_repro(*argv)
+        output = result.stdout.decode() + result.stderr.decode()
+        assert result.returncode == 3, output
+        assert "Traceback" not in output
+        assert "has no wheel this Python takes for 1 pin(s): six" in output
+        state = toml_loads((target / ".repro" / "state.toml").read_text())
+        assert state["failed"] == "install" and state["started"] == "install"
+        assert state["done"] == ["preflight", "venv"]
+        report = json.loads((target / ".repro" / "unpack-report.json").read_text())
+        steps = {s["name"]: s["status"] for s in report["steps"]}
+        assert steps["install"] == "failed"
+        outputs.append(output)
+    assert "is removed and built again" in outputs[1]

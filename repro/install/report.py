@@ -9,8 +9,9 @@ its keys and their order stay as they are.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -151,12 +152,38 @@ class StepRecorder:
         else:
             self.done(step, result.detail, **result.facts)
 
+    def run(self, step: str, body: Callable[[], StageResult]) -> None:
+        """Run the stage of `step` unless an earlier run finished it, and record what it
+        returned. An exception that is no ReproError or OSError (which the caller maps
+        and records with `failed`) is a bug in repro: it keeps its traceback, but the
+        step is recorded as failed first, in state.toml and the saved report, so the
+        next run redoes it from clean instead of finding it half recorded."""
+        if self.skip_if_done(step):
+            return
+        try:
+            result = body()
+        except (ReproError, OSError):
+            raise
+        except Exception as exc:
+            self._record_failure(step, f"internal error: {type(exc).__name__}: {exc}")
+            # the traceback that follows is the news; a report a full disk refuses is not
+            with contextlib.suppress(OSError):
+                self.save()
+            raise
+        self.finish(step, result)
+
     def failed(self, error: ReproError) -> None:
-        """Record the step that raised, so the saved report names it."""
+        """Record the step that raised, so the saved report and state.toml name it."""
         if self.running is not None:
-            self.report = self.report.with_step(StepReport(self.running, "failed", error.message))
-            self.events(self.running, "failed", error.message.splitlines()[0])
-            self.running = None
+            self._record_failure(self.running, error.message)
+
+    def _record_failure(self, step: str, message: str) -> None:
+        self.running = None
+        self.report = self.report.with_step(StepReport(step, "failed", message))
+        self.events(step, "failed", message.splitlines()[0] if message else "")
+        # unwritable, the state stays `started`: the next run redoes the step all the same
+        with contextlib.suppress(OSError):
+            self.state.mark_failed(step)
 
     def done(self, step: str, detail: str, **facts: Any) -> None:
         self.state.mark_done(step, **facts)

@@ -53,6 +53,9 @@ class UnpackState:
     # The step a run began and did not finish (killed, or it failed): what it made
     # may be half made.
     started: str | None = None
+    # The step whose last run failed (an error, or a bug in repro): still `started`, so
+    # the next run redoes it from clean; said here so a reader of state.toml sees why.
+    failed: str | None = None
 
     @property
     def path(self) -> Path:
@@ -82,6 +85,13 @@ class UnpackState:
             self.started = None
             self.save()
 
+    def mark_failed(self, step: str) -> None:
+        """The step ended in an error: it stays started (redone by the next run)."""
+        if step not in STEPS:
+            raise ValueError(step)
+        self.failed = step
+        self.save()
+
     def mark_done(self, step: str, **facts: Any) -> None:
         """Recorded only once the step has finished: the step and its facts at once."""
         if step not in STEPS:
@@ -92,6 +102,8 @@ class UnpackState:
             self.facts[step] = facts
         if self.started == step:
             self.started = None
+        if self.failed == step:
+            self.failed = None
         self.save()
 
     def forget(self, step: str) -> None:
@@ -101,6 +113,8 @@ class UnpackState:
         self.done = [s for s in self.done if STEPS.index(s) < index]
         if self.started is not None and STEPS.index(self.started) >= index:
             self.started = None
+        if self.failed is not None and STEPS.index(self.failed) >= index:
+            self.failed = None
         self.save()
 
     def save(self) -> None:
@@ -115,6 +129,8 @@ class UnpackState:
         }
         if self.started is not None:
             document["started"] = self.started
+        if self.failed is not None:
+            document["failed"] = self.failed
         atomic_write(self.path, tomli_w.dumps(document).encode())
 
 
@@ -133,12 +149,15 @@ def load_state(target: Path) -> UnpackState | None:
         started = document.get("started")
         if started is not None and started not in STEPS:
             raise TypeError(f"started = {started!r} is not a step")
+        failed = document.get("failed")
+        if failed is not None and failed not in STEPS:
+            raise TypeError(f"failed = {failed!r} is not a step")
     except (OSError, _toml.TOMLDecodeError, KeyError, TypeError) as exc:
         raise InstallError(
             f"{path}: unreadable unpack state: {exc}",
             hint="remove the target directory, or use --replace to start over",
         ) from exc
-    return UnpackState(target, identity, done, facts, started)
+    return UnpackState(target, identity, done, facts, started, failed)
 
 
 def open_state(target: Path, bundle: BundleIdentity, *, replace: bool) -> UnpackState:
