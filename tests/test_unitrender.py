@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from repro.errors import UsageError
 from repro.snapshot.services import render_unit
@@ -95,6 +97,35 @@ def test_a_path_in_arguments_and_settings_reads_back_exactly(
     # every line the template had, each setting once; the path's own "$" is no variable
     assert [k for k, _ in unit_commands(text)] == ["ExecStart"]
     assert service.warnings == ()
+
+
+# Directory names of printable characters, the unit syntax's own among them.
+NAMES = st.text(
+    alphabet=st.sampled_from(list(" \"'\\$%;#=@-:{}[]*?~&|<>()`!abé中😀")),
+    min_size=1,
+    max_size=12,
+).filter(lambda name: name not in (".", "..") and not name.endswith(" "))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=NAMES)
+def test_any_printable_path_reads_back_exactly_or_is_refused(tmp_path: Path, name: str) -> None:
+    """Whatever the path: systemd-analyze verify accepts the rendered unit and repro's
+    reader gives back exactly the path in every argument and setting."""
+    models = tmp_path / name
+    text = render_unit_text(ARGUMENTS_TEMPLATE, {"REPRO_MODELS": str(models)}, source="m.service")
+    unit = tmp_path / "m.service"
+    unit.write_text(text)
+    assert _verify(unit) == (0, ""), text
+    service = parse_service(text, unit="m.service")
+    m = str(models)
+    assert service.argv == (
+        "/bin/true", "--model-path", f"{m}/m", f"--cache={m}/c", f"{m}/single", f"x{m}",
+    ), text  # fmt: skip
+    assert service.environment == {"MODEL": f"{m}/q", "PLAIN": f"{m}/p", "SINGLE": f"{m}/s"}
+    assert service.working_directory == m
 
 
 @pytest.mark.parametrize(("what", "name"), PROGRAM_SAFE, ids=[c[0] for c in PROGRAM_SAFE])
