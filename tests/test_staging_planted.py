@@ -259,3 +259,29 @@ def test_a_link_planted_at_the_verified_copy_of_a_file_bundle(
     assert "Traceback" not in err
     assert attacker_files(attacker) == before
     assert not target.exists()
+
+
+@pytest.mark.slow
+def test_a_link_planted_at_the_target_while_the_bundle_verifies(
+    bundle: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`--target` is checked not to be a link at the start; the target itself is made
+    only once the bundle verified and the preflight passed. A link to the attacker's
+    (empty) directory planted at its name meanwhile: exit 2 naming it, nothing written
+    through it."""
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    target = parent / "demo"
+    attacker = tmp_path / "attacker"
+    attacker.mkdir()
+    log = tmp_path / "stderr"
+    proc = _start([str(bundle), "--target", str(target)], log)
+    _wait(_lock_name(parent), proc, log)
+    target.symlink_to(attacker)
+    proc.wait(timeout=600)
+    err = log.read_text()
+    assert proc.returncode == EXIT_USAGE, err
+    assert f"--target {target} became a symbolic link (to {attacker})" in err, err
+    assert "Traceback" not in err
+    assert list(attacker.iterdir()) == []

@@ -10,6 +10,7 @@ stopped, and a rerun after success changes nothing.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from collections.abc import Callable, Sequence
@@ -86,6 +87,7 @@ def _unpack_verified(
     smoke: SmokeStep | None,
     staged: StagedVenv | None = None,
 ) -> UnpackReport:
+    _still_no_link(options.target)
     target = (options.target or Path.cwd() / info.top_dir).resolve()
     manifest = sha256_file(layout.at(bundle_dir, layout.MANIFEST))
     identity = BundleIdentity(info.name, info.version, manifest)
@@ -127,6 +129,7 @@ def _unpack_verified(
         # bundle's target removed.
         _wipe_target(target)
         run.state = open_state(target, identity, replace=True)
+    _still_no_link(options.target)
     target.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
         # Read again under the lock: another run may have finished steps meanwhile.
@@ -136,6 +139,18 @@ def _unpack_verified(
         if not run.state.is_done("install"):
             _restore_vault(bundle_dir, kept)
         return _run_stages(options, info, target, python, run, smoke, staged)
+
+
+def _still_no_link(given: Path | None) -> None:
+    """--target, checked not to be a link when unpack started, is still none: one planted
+    in its parent while the bundle was verified (or the preflight ran) is never resolved
+    or written through."""
+    if given is not None and given.is_symlink():
+        raise UsageError(
+            f"--target {given} became a symbolic link (to {os.readlink(given)}) while the "
+            "bundle was verified; refusing to write through it",
+            hint="remove it, and unpack into a --target whose parent only you can write",
+        )
 
 
 def _keep_bundle(bundle_dir: Path, kept: Path) -> None:
