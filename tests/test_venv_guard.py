@@ -364,3 +364,15 @@ def test_a_venv_changed_between_the_venv_step_and_the_install_is_refused(
     assert not marker.exists()
     verify = run_repro("verify", str(target))
     assert verify.returncode == 0, verify.stdout.decode() + verify.stderr.decode()
+
+
+def test_a_new_venv_that_breaks_the_rules_is_not_recorded(tmp_path: Path) -> None:
+    """The record is taken right after the venv step: a venv that is wrong already (a
+    `python -m venv` run over a directory someone prepared) is refused, not recorded."""
+    venv = tmp_path / "venv"
+    create_venv(find_python(PY), venv, "vault")
+    marker = tmp_path / "marker"
+    plant_hostile_home(venv, marker)
+    with pytest.raises(InstallError, match="refusing the new venv"):
+        record_venv(venv)
+    assert not marker.exists()

@@ -187,9 +187,11 @@ def trusted_interpreter(target: Path, venv: Path, *, state: UnpackState | None =
 
 
 def _message(venv: Path, problems: list[VenvDifference], doing: str) -> str:
-    what = "record" if doing == "record" else "start its interpreter"
-    return (
-        f"{venv}: refusing to {what}: the venv's own files are not the ones the venv step "
-        "made (its interpreter would read them before any check of repro's):\n"
-        + "\n".join(f"  - {venv / p.describe()}" for p in problems)
-    )
+    if doing == "record":
+        lead = "refusing the new venv: its own files break what every venv obeys"
+    else:
+        lead = (
+            "refusing to start its interpreter: the venv's own files are not the ones the "
+            "venv step made (the interpreter reads them before any code runs)"
+        )
+    return f"{venv}: {lead}:\n" + "\n".join(f"  - {venv / p.describe()}" for p in problems)
