@@ -70,6 +70,7 @@ _METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 _HASHES = frozenset(hashlib.algorithms_guaranteed) - {"md5", "sha1", "shake_128", "shake_256"}
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _GENERATED = ("INSTALLER", "REQUESTED", "RECORD")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PIP_VERSIONED = re.compile(r"pip(\d+(\.\d+)?)?$")
 _EASY_INSTALL_VERSIONED = re.compile(r"easy_install(-\d+\.\d+)?$")
 # The file names in the scripts directory that are the venv's own (lowercase prefixes:
@@ -274,7 +275,7 @@ def _safe_parts(member: str, wheel: Path) -> tuple[str, ...]:
     bad = (
         member.startswith("/")
         or "\\" in member
-        or any(ord(c) < 32 or c == "\x7f" for c in member)
+        or _CONTROL.search(member) is not None
         or any(part in ("", ".", "..") for part in parts)
     )
     if bad:
@@ -310,16 +311,26 @@ class _Layout:
 
     scheme: Scheme
     distribution: str
+    root: str  # "purelib" or "platlib": where the wheel's root goes
     prefix: str = ""
     bases: dict[str, str] = field(default_factory=dict)
+    base_keys: dict[str, str] = field(default_factory=dict)  # relative to the venv
+    from_root: dict[str, str] = field(default_factory=dict)  # relative to the root
     scripts_key: str = ""
     venv_dirs: frozenset[str] = frozenset()
     site_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.prefix = os.path.normpath(str(self.scheme.data))
-        self.bases = {k: str(self.scheme.base(k, self.distribution)) for k in SCHEME_KEYS}
-        self.scripts_key = self.key(self.bases["scripts"])
+        self.bases = {
+            k: os.path.normpath(self.scheme.base(k, self.distribution)) for k in SCHEME_KEYS
+        }
+        self.base_keys = {k: self.key(base) for k, base in self.bases.items()}
+        root = self.bases[self.root]
+        self.from_root = {
+            k: os.path.relpath(base, root).replace(os.sep, "/") for k, base in self.bases.items()
+        }
+        self.scripts_key = self.base_keys["scripts"]
         dirs: set[str] = set()
         for key in ("purelib", "platlib", "scripts"):
             parts = self.key(self.bases[key]).split("/")
@@ -333,6 +344,18 @@ class _Layout:
         if rel == "lib64" or rel.startswith("lib64/"):
             rel = "lib" + rel[len("lib64") :]
         return rel
+
+    def where(self, scheme_key: str, rest: str) -> tuple[str, str, str]:
+        """(destination, its key, its RECORD path) of `rest` (checked parts joined by
+        "/") under the scheme's directory `scheme_key`: string operations only, a wheel
+        of torch's size has tens of thousands of members."""
+        dest = f"{self.bases[scheme_key]}/{rest}"
+        base_key = self.base_keys[scheme_key]
+        key = f"{base_key}/{rest}" if base_key != "." else rest
+        if key == "lib64" or key.startswith("lib64/"):
+            key = "lib" + key[len("lib64") :]
+        from_root = self.from_root[scheme_key]
+        return dest, key, f"{from_root}/{rest}" if from_root != "." else rest
 
     def judge(self, key: str, own_dist_info: str) -> str | None:
         """Why the venv's path `key` is not the wheel's to write, or None."""
@@ -492,15 +515,15 @@ def _plan(
     if not wheel_version.strip().startswith("1."):
         raise refuse(wheel, f"{dist_info}/WHEEL", f"Wheel-Version {wheel_version!r}")
     listed = _record_rows(small("RECORD"), wheel)
-    layout = _Layout(scheme, name)
-    root = layout.bases["purelib" if purelib else "platlib"]
+    root = "purelib" if purelib else "platlib"
+    layout = _Layout(scheme, name, root)
 
-    def place(dest: str, what: str) -> tuple[str, str]:
-        key = layout.key(dest)
+    def place(scheme_key: str, rest: str, what: str) -> tuple[str, str, str]:
+        dest, key, record = layout.where(scheme_key, rest)
         why = layout.judge(key, dist_info)
         if why is not None:
             raise refuse(wheel, what, f"{key}: {why}")
-        return key, os.path.relpath(dest, root).replace(os.sep, "/")
+        return dest, key, record
 
     skipped = {f"{dist_info}/{g}" for g in _GENERATED}
     members: list[Member] = []
@@ -516,12 +539,11 @@ def _plan(
         if parts[0] == data_dir:
             if len(parts) < 3 or parts[1] not in SCHEME_KEYS:
                 raise refuse(wheel, what, "unknown scheme")
-            dest = os.path.join(layout.bases[parts[1]], *parts[2:])
+            dest, key, record = place(parts[1], "/".join(parts[2:]), what)
             script = parts[1] == "scripts"
         else:
-            dest = os.path.join(root, *parts)
+            dest, key, record = place(root, raw.name, what)
             script = False
-        key, record = place(dest, what)
         signature = len(parts) == 2 and parts[0] == dist_info and parts[1] in _SIGNATURES
         digest = "" if signature else _checked_digest(raw, listed, wheel)
         executable = script or bool(raw.mode & 0o111)
@@ -535,18 +557,15 @@ def _plan(
     if f"{dist_info}/entry_points.txt" in by_name:
         found = entry_points(small("entry_points.txt"), wheel, scheme.version)
         for command, module, attrs in found:
-            dest = os.path.join(layout.bases["scripts"], command)
-            key, record = place(dest, f"entry point {command!r}")
+            dest, key, record = place("scripts", command, f"entry point {command!r}")
             content = scheme.script(module, attrs)
             generated.append(Generated(dest, record, key, content, True))
-    info_dir = os.path.join(root, dist_info)
     for extra, content in (
         ("INSTALLER", scheme.installer_line()),
         ("REQUESTED", b""),
         ("RECORD", b""),
     ):
-        dest = os.path.join(info_dir, extra)
-        key, record = place(dest, f"{dist_info}/{extra}")
+        dest, key, record = place(root, f"{dist_info}/{extra}", f"{dist_info}/{extra}")
         generated.append(Generated(dest, record, key, content, False))
     plan = WheelPlan(
         wheel, name, version, dist_info, scheme, tuple(members), tuple(generated), identity
