@@ -194,6 +194,25 @@ def test_pack_reads_pips_installed_record_as_csv_does(hostile_pack: HostilePack)
         assert {f"{package}/{name}" for name in QUOTES + BREAKS} & listed
 
 
+def test_the_planned_wheel_holds_the_record_its_size_was_computed_with(
+    hostile_pack: HostilePack,
+) -> None:
+    """The stored zip is planned before a byte is written: its size (the tar header's)
+    follows from a RECORD whose bytes csv.writer made, and the written wheel is that."""
+    from repro.snapshot.installed import list_installed
+    from repro.snapshot.wheelbuild import CarryPatched, plan_wheel
+
+    dists = {d.name: d for d in list_installed(hostile_pack.source.site_packages)}
+    plan = plan_wheel(dists["csvquotes"], pristine=CarryPatched())
+    written = b"".join(plan.zip.iter_bytes())
+    assert len(written) == plan.size
+    with zipfile.ZipFile(io.BytesIO(written)) as archive:
+        text = archive.read("csvquotes-1.0.dist-info/RECORD").decode()
+        listed = [row[0] for row in csv.reader(io.StringIO(text, newline=""))]
+        assert listed == archive.namelist()
+    assert {f"csvquotes/{name}" for name in QUOTES} <= set(listed)
+
+
 @pytest.mark.parametrize("name", [*QUOTES, *BREAKS, 'q"\n"x.txt', "cr\rlf.txt", "x\r\ny.txt"])
 def test_record_written_and_read_equals_csv(name: str) -> None:
     path = f"pkg/{name}"
