@@ -39,7 +39,12 @@ class UnpackOptions:
         """--target and --models are written into the bundle's units: a control
         character (a newline starts a new setting) is refused here, before anything is
         read or written (exit 2); repro.unitrender escapes everything else."""
-        for option, path in (("--target", self.target or Path.cwd()), ("--models", self.models)):
-            if path is not None:
-                for form in {str(path.absolute()), str(path.resolve())}:
-                    check_path_value(option, form)
+        for option, path in (("--target", self.target or Path(".")), ("--models", self.models)):
+            if path is None:
+                continue
+            try:  # as given, absolute and with its links resolved: each lands in a unit
+                forms = {str(path), str(path.absolute()), str(path.resolve())}
+            except OSError:  # the working directory is gone: unpack says so itself
+                forms = {str(path)}
+            for form in sorted(forms):
+                check_path_value(option, form)
