@@ -524,6 +524,9 @@ def test_malformed_wheels_end_in_install_errors(tmp_path: Path, venv: Path) -> N
         "Wheel-Version",
         {**wheel_files(), "demo-1.0.dist-info/WHEEL": b"Wheel-Version: 9.0\n"},
     )
+    (tmp_path / "nul-name").mkdir()  # zipfile would cut the name at the NUL: "demo/x.py"
+    nul = wheel_files(files={"demo/__init__.py": b"", "demo/x.py\0.txt": b"X = 1\n"})
+    cases["nul-name"] = (raw_wheel(tmp_path / "nul-name", raw_members(nul)), "safe relative")
     for label, (path, rule) in cases.items():
         with pytest.raises(InstallError, match=re.escape(rule)):
             install_wheel(path, scheme)

@@ -182,6 +182,8 @@ def _read_members(
     ranges: list[tuple[int, int, str]] = []
     for info in infos:
         member = info.filename
+        if info.orig_filename != member:  # zipfile cut the name at a NUL
+            raise refuse(wheel, f"member {info.orig_filename!r}", "is not a safe relative path")
         if member in seen:
             raise refuse(wheel, f"member {member!r}", "listed twice in the central directory")
         seen.add(member)
