@@ -132,10 +132,11 @@ def _is_generated_console_script(name: str, body: bytes, dist: DistributionFacts
 
 def script_entry_points(text: str) -> dict[str, str]:
     """`console_scripts` and `gui_scripts` of an entry_points.txt, name -> `module:attr`,
-    read as an INI file by configparser (as importlib.metadata and installers read it: a
-    line ends at a line end only, not at every break `str.splitlines()` knows). Raises
+    read as an INI file by configparser, as pypa/installer reads it to write the wrappers
+    (one reader for the scan and the rebuild, not a line loop of its own). Raises
     configparser.Error on a file that is not INI."""
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    # strict=False: a name listed twice is read (the last wins), not refused
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(text)
     found: dict[str, str] = {}
