@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.bundle.vault import VaultEntry, dump_vault
+from repro.bundle.vault import ALL_WHEELS_REASON, VaultEntry, dump_vault
 from repro.errors import EXIT_INSTALL
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro
@@ -69,7 +69,9 @@ def _bundle(root: Path, wheels: dict[str, dict[str, bytes]]) -> Path:
         data = wheel.read_bytes()
         files[f"env/wheels/{wheel.name}"] = data
         digest = hashlib.sha256(data).hexdigest()
-        entries.append(VaultEntry(name, "1.0", wheel.name, digest, "local", "original"))
+        # "--wheels all": the streamed install removes each wheel once unpacked, so its own
+        # refusal (not the install after the verification) is what ends the run
+        entries.append(VaultEntry(name, "1.0", wheel.name, digest, ALL_WHEELS_REASON, "original"))
     files["env/requirements.lock"] = "".join(f"{n}==1.0\n" for n in wheels).encode()
     files["env/vault.toml"] = dump_vault(entries)
     tree = make_bundle_tree(root / "src", files=files)

@@ -287,7 +287,7 @@ OWNED_BY_THE_VENV = [
         "",
         "another distribution's .dist-info",
     ),
-    ({"demo/x.py": b"", "demo-1.0.data/purelib/demo/x.py": b""}, "", "of the same wheel"),
+    ({"demo/x.py": b"", "demo-1.0.data/purelib/demo/x.py": b""}, "", "also written by its member"),
     ({"demo": b"", "demo/x.py": b""}, "", "is a directory of"),
 ]
 

@@ -120,7 +120,9 @@ class WheelPlan:
 
     def destinations(self) -> list[tuple[str, str]]:
         """(destination key, what of the wheel goes there) of every file it writes."""
-        return [(m.key, m.name) for m in self.members] + [(g.key, g.record) for g in self.generated]
+        return [(m.key, f"member {m.name!r}") for m in self.members] + [
+            (g.key, f"{g.record!r} (the installer's)") for g in self.generated
+        ]
 
 
 def refuse(wheel: Path, what: str, rule: str) -> InstallError:
@@ -592,7 +594,7 @@ class Claims:
         for key, what in plan.destinations():
             earlier = files.get(key)
             if earlier is not None:
-                rule = f"{key}: also written by {earlier!r} of the same wheel"
+                rule = f"{key}: also written by its {earlier}"
                 raise refuse(plan.wheel, what, rule)
             files[key] = what
             parent = key.rpartition("/")[0]
@@ -602,7 +604,7 @@ class Claims:
         for key, what in files.items():
             owner = self._files.get(key)
             if owner is not None:
-                rule = f"{key} is also written by {owner[0]} (its {owner[1]!r})"
+                rule = f"{key} is also written by {owner[0]}, its {owner[1]}"
                 raise refuse(plan.wheel, what, rule)
             if key in self._dirs or key in dirs:
                 other = self._dirs.get(key, dist)
@@ -610,7 +612,7 @@ class Claims:
         for key in dirs:
             owner = self._files.get(key)
             if owner is not None:
-                rule = f"{key} is a file of {owner[0]} (its {owner[1]!r})"
+                rule = f"{key} is a file of {owner[0]}, its {owner[1]}"
                 raise refuse(plan.wheel, f"directory {key!r}", rule)
         for key, what in files.items():
             self._files[key] = (dist, what)
