@@ -629,3 +629,25 @@ def test_pip_gets_pip_pip3_and_pip3_x_of_the_target_as_pip_writes(tmp_path: Path
     assert names == sorted(
         ["pip", f"pip{sys.version_info[0]}", f"pip{minor}", "easy_install", f"easy_install-{minor}"]
     )
+
+
+@pytest.mark.parametrize(
+    "compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED], ids=["stored", "deflated"]
+)
+@pytest.mark.parametrize(
+    "script",
+    [b"#!python\n" + b"# long\n" * 600_000, b"#!python", b"#!py", b"", b"\x7fELF" + bytes(3 << 20)],
+    ids=["long-python", "python-only", "short", "empty", "binary"],
+)
+def test_scripts_are_streamed_with_the_python_line_rewritten(
+    tmp_path: Path, venv: Path, compression: int, script: bytes
+) -> None:
+    files = wheel_files(files={"demo/__init__.py": b"", "demo-1.0.data/scripts/tool": script})
+    scheme = scheme_of(venv)
+    install_wheel(write_wheel(tmp_path, files, compression=compression), scheme)
+    want = script
+    if script.startswith(b"#!python"):
+        want = shebang(scheme.python) + script.partition(b"\n")[2]
+    assert (venv / "bin" / "tool").read_bytes() == want
+    record = read_record(scheme, "demo-1.0.dist-info")["../../../bin/tool"]
+    assert record == tuple(record_row("x", want).split(",")[1:])

@@ -58,6 +58,9 @@ MAX_RATIO = 200
 # ...and a floor below which any ratio is fine (a small wheel of repetitive text).
 RATIO_FLOOR = 8 * 2**20
 
+# WHEEL, RECORD and entry_points.txt are read into memory: torch's RECORD is 1.5 MB.
+MAX_METADATA = 64 * 2**20
+
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_MAGIC = b"PK\x03\x04"
 _ZIP64_EXTRA = 0x0001
@@ -480,6 +483,9 @@ def _pip_names(scripts: dict[str, str], version: tuple[int, int]) -> dict[str, s
 
 def _read_small(fd: int, raw: _Raw, wheel: Path) -> bytes:
     """A metadata member's bytes (WHEEL, RECORD, entry_points.txt), CRC-checked."""
+    if raw.size > MAX_METADATA:
+        rule = f"{raw.size} bytes: more than the {MAX_METADATA} repro reads as metadata"
+        raise refuse(wheel, f"member {raw.name!r}", rule)
     data = os.pread(fd, raw.compressed, raw.offset)
     if len(data) != raw.compressed:
         raise refuse(wheel, f"member {raw.name!r}", "the wheel ends inside it")

@@ -44,6 +44,7 @@ __all__ = ["INSTALLER_NAME", "Installed", "Scheme", "install_plan", "install_whe
 
 _CHUNK = 1 << 20
 _SMALL = 1 << 16  # a member this small is read in one pread
+_PYTHON_SHEBANG = b"#!python"
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,10 @@ def _inflated(src: int, member: Member, wheel: Path) -> Iterator[bytes]:
                 raise refuse(wheel, f"member {member.name!r}", "the wheel ends inside it")
             at, left = at + len(chunk), left - len(chunk)
             data = inflater.decompress(chunk, _CHUNK)
-        else:
-            break
+        else:  # all input given: what zlib still holds back (a run of zeros, say)
+            data = inflater.decompress(b"", _CHUNK)
+            if not data:
+                break
         out += len(data)
         if out > member.size:
             rule = f"inflates past the {member.size} bytes the central directory declares"
@@ -208,17 +211,7 @@ def _install_member(
     """Write one member, hashed as it is written; its installed (sha256, size)."""
     hashes = _Hashes(member)
     if member.script:
-        data = b"".join(bytes(c) for c in _member_data(src, member, plan.wheel, buffer))
-        hashes.update(data)
-        _check_listed(member, hashes, plan.wheel)
-        if data.startswith(b"#!python"):
-            data = shebang(plan.scheme.python) + data.partition(b"\n")[2]
-        fd = _open_new(member.dest, True, written)
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
-        return record_hash(data), len(data)
+        return _install_script(src, member, plan, written, buffer, hashes)
     fd = _open_new(member.dest, member.executable, written)
     try:
         for chunk in _member_data(src, member, plan.wheel, buffer):
@@ -228,6 +221,52 @@ def _install_member(
         os.close(fd)
     _check_listed(member, hashes, plan.wheel)
     return _b64(hashes.sha256.digest()), member.size
+
+
+class _Output:
+    """A file being written, and the sha256 and size of what went into it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.sha256.update(data)
+        self.size += len(data)
+        _write_all(self.fd, data)
+
+
+def _install_script(
+    src: int, member: Member, plan: WheelPlan, written: _Written, buffer: memoryview,
+    hashes: _Hashes,
+) -> tuple[str, int]:  # fmt: skip
+    """A `.data/scripts/` member, streamed: its first line is held back only while it
+    may be `#!python`, which becomes the venv's interpreter line (as pip and uv do)."""
+    out = _Output(_open_new(member.dest, True, written))
+    head = b""
+    deciding = True  # the first line is held until it is known to be `#!python` or not
+    try:
+        for chunk in _member_data(src, member, plan.wheel, buffer):
+            hashes.update(chunk)
+            if not deciding:
+                out.write(chunk)
+                continue
+            head += bytes(chunk)
+            if len(head) >= len(_PYTHON_SHEBANG) and not head.startswith(_PYTHON_SHEBANG):
+                out.write(head)
+                deciding = False
+            elif b"\n" in head:
+                out.write(shebang(plan.scheme.python) + head.partition(b"\n")[2])
+                deciding = False
+        if deciding:
+            if head.startswith(_PYTHON_SHEBANG):
+                head = shebang(plan.scheme.python) + head.partition(b"\n")[2]
+            out.write(head)
+    finally:
+        os.close(out.fd)
+    _check_listed(member, hashes, plan.wheel)
+    return _b64(out.sha256.digest()), out.size
 
 
 def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
