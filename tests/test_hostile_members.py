@@ -212,8 +212,8 @@ def test_a_failed_install_is_recorded_as_failed_and_a_rerun_fails_the_same_way(
     write_manifest(bundle)
     assert run_repro("check", str(bundle / "MANIFEST.sha256")).returncode == 0
     target = tmp_path / "target"
-    argv = ("unpack", str(bundle), "--target", str(target), "--cpu", "--no-smoke")
-    argv += ("--offline", "--installer", "vault")
+    argv = ["unpack", str(bundle), "--target", str(target), "--cpu", "--no-smoke"]
+    argv += ["--offline", "--installer", "vault"]
     outputs = []
     for _ in range(2):
         result = run_repro(*argv)

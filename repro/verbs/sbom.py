@@ -45,16 +45,17 @@ from repro.bundle.layout import BUNDLE_TOML, MANIFEST_NAMES, PATCHES_TOML, VAULT
 from repro.bundle.manifest import format_manifest
 from repro.bundle.patchset import PatchEntry, PatchSet, load_patchset
 from repro.bundle.vault import VaultEntry, load_vault
-from repro.errors import BundleFormatError, VerificationError
+from repro.errors import BundleFormatError, InputError, VerificationError
 from repro.hashing import sha256_bytes
 from repro.snapshot.lock import LockFile, parse_requirements_lock
-from repro.verbs.view import KEEP_LIMIT, load_bundle
+from repro.verbs.view import KEEP_LIMIT, SHOWN_BUDGET, load_bundle
 
 SBOM_MEMBER = layout.SBOM
 SPEC_VERSION = "1.6"
 LOCK = layout.REQUIREMENTS_LOCK
 PYLOCK = layout.PYLOCK
 PYPI = ("https://pypi.org/simple", "https://pypi.org/simple/")
+_DIFFS = layout.in_patches("diffs/")
 # The namespace of serial numbers: a UUID5 of this name and the manifest's sha256.
 _SERIAL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://cyclonedx.org/repro/bundle-manifest")
 
@@ -315,6 +316,15 @@ def sbom_of_bundle(target: str, *, jobs: int | None = None) -> bytes:
         raise VerificationError(
             f"{view.target}: does not verify against its manifest ({problems}); no SBOM made",
             hint="`repro inspect` shows every problem; an SBOM describes only a verified bundle",
+        )
+    diffs = sorted(rel for rel in view.not_kept if rel.startswith(_DIFFS))
+    if diffs:
+        # pack's SBOM carries each diff's text: one left out here would make another document
+        raise InputError(
+            f"{view.target}:{diffs[0]}: not read: the bundle's patch texts exceed the "
+            f"{SHOWN_BUDGET >> 20} MiB that sbom holds in memory ({len(diffs)} diff(s) "
+            "left out)",
+            hint="a bundle repro packs carries far less; check where this one came from",
         )
     digests = {rel: member.sha256 for rel, member in view.members.items()}
     return render_sbom(view.contents, digests)

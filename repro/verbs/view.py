@@ -46,8 +46,28 @@ from repro.snapshot.scan import scan_environment
 from repro.verbs.check import TargetKind, classify_target
 
 ViewKind = Literal["archive", "directory", "environment"]
-KEEP_LIMIT = 2 << 20  # members larger than this are hashed but not kept in memory
-_KEPT_PREFIXES = tuple(layout.under(s) for s in (PATCHES, SERVICES, MODELS, FILES))
+# What a view holds in memory is bounded whatever the bundle (a 6 MB bundle of highly
+# compressed members held 548 MiB): the members the verbs parse, each at most
+# PARSED_LIMIT (a larger one is an error naming it); the members they only show (patch
+# texts, units, model and workspace files), each at most KEEP_LIMIT and at most
+# SHOWN_BUDGET bytes of each kind in all (patches, and the rest), the others only hashed.
+KEEP_LIMIT = 2 << 20  # a shown member larger than this is hashed but not kept
+PARSED_LIMIT = 16 << 20
+MANIFEST_LIMIT = 64 << 20  # about 600,000 lines
+SHOWN_BUDGET = 32 << 20
+PARSED = frozenset(
+    {
+        BUNDLE_TOML,
+        ENVIRONMENT,
+        VAULT_TOML,
+        PATCHES_TOML,
+        layout.REQUIREMENTS_LOCK,
+        layout.PYLOCK,
+        layout.PACK_REPORT,
+    }
+)
+_PATCH_TEXTS = layout.under(PATCHES)
+_SHOWN_PREFIXES = tuple(layout.under(s) for s in (PATCHES, SERVICES, MODELS, FILES))
 _KEPT_ENV_SUFFIXES = (".json", ".toml", ".lock", ".txt")
 
 
@@ -76,6 +96,8 @@ class BundleView:
     contents: Mapping[str, bytes] = field(default_factory=dict)  # the members kept in memory
     check: CheckReport | None = None
     manifest_problem: str | None = None  # why there is no check report
+    # members that would be kept but for the budget (MemberBudget): their text unknown
+    not_kept: frozenset[str] = frozenset()
 
     @property
     def is_bundle(self) -> bool:
@@ -112,10 +134,12 @@ class BundleView:
 
 def should_keep(rel: str, size: int) -> bool:
     """The members worth holding in memory: metadata, patches, units, model and workspace
-    files, never wheels or anything large."""
+    files, never wheels or anything large (the budget aside: `MemberBudget`)."""
+    if rel in PARSED:
+        return size <= PARSED_LIMIT
     if size > KEEP_LIMIT:
         return False
-    if rel == BUNDLE_TOML or rel.startswith(_KEPT_PREFIXES):
+    if rel.startswith(_SHOWN_PREFIXES):
         return True
     return (
         rel.startswith(layout.under(layout.ENV))
@@ -124,11 +148,46 @@ def should_keep(rel: str, size: int) -> bool:
     )
 
 
+@dataclass
+class MemberBudget:
+    """Which members one view keeps in memory, within its fixed budget.
+
+    A parsed member over PARSED_LIMIT (the manifest: MANIFEST_LIMIT) is an error; a
+    shown one is kept while its kind's SHOWN_BUDGET lasts, in the order members come,
+    and named in `dropped` once it is spent (its text is then not shown)."""
+
+    target: str
+    used: dict[str, int] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+
+    def keep(self, rel: str, size: int) -> bool:
+        if rel == MANIFEST_NAME or rel in PARSED:
+            limit = MANIFEST_LIMIT if rel == MANIFEST_NAME else PARSED_LIMIT
+            if size > limit:
+                raise InputError(
+                    f"{self.target}:{rel}: {size} bytes, over the {limit >> 20} MiB that "
+                    "inspect, diff and sbom read of a member they parse",
+                    hint="this is no bundle repro packed; `repro check` verifies it "
+                    "without reading it into memory",
+                )
+            return True
+        if not should_keep(rel, size):
+            return False
+        kind = "patches" if rel.startswith(_PATCH_TEXTS) else "shown"
+        used = self.used.get(kind, 0)
+        if used + size > SHOWN_BUDGET:
+            self.dropped.add(rel)
+            return False
+        self.used[kind] = used + size
+        return True
+
+
 # --- loading a bundle ---------------------------------------------------------------------
 
 
 @dataclass
 class _Collected:
+    budget: MemberBudget
     digests: dict[str, MemberInfo] = field(default_factory=dict)
     contents: dict[str, bytes] = field(default_factory=dict)
     manifest: bytes | None = None
@@ -154,15 +213,16 @@ def load_bundle(target: str, *, jobs: int | None = None) -> BundleView:
 
 
 def _collect_stream(stream: BinaryIO, source: str) -> _Collected:
-    collected = _Collected()
+    collected = _Collected(MemberBudget(source))
     for member, data in iter_members(stream, source=source):
         if data is None:
             continue
+        keep = collected.budget.keep(member.name, member.size)
         if member.name == MANIFEST_NAME:
-            collected.manifest = data.read()
+            collected.manifest = data.read(member.size)
             continue
-        if should_keep(member.name, member.size):
-            content = data.read()
+        if keep:
+            content = data.read(member.size)
             collected.contents[member.name] = content
             collected.digests[member.name] = MemberInfo(len(content), sha256_bytes(content))
         else:
@@ -174,18 +234,18 @@ def _collect_stream(stream: BinaryIO, source: str) -> _Collected:
 def _collect_directory(root: Path, *, jobs: int | None = None) -> _Collected:
     """Kept members are read whole; the rest are hashed in parallel. A file that cannot
     be read is reported as unreadable by the manifest check, as `repro check` does."""
-    collected = _Collected()
+    collected = _Collected(MemberBudget(str(root)))
     tree = scan_tree(root)
     collected.nonregular.update(tree.nonregular)
     collected.unreadable.update(tree.unreadable)
     to_hash: list[str] = []
-    for rel in sorted(tree.files):
+    for rel in sorted(tree.files, key=_parsed_first):
         path = root / rel
-        if rel != MANIFEST_NAME and not should_keep(rel, tree.sizes[rel]):
+        if not collected.budget.keep(rel, tree.sizes[rel]):
             to_hash.append(rel)
             continue
         try:
-            content = path.read_bytes()
+            content = _read_bounded(path, tree.sizes[rel])
         except OSError as exc:
             if rel == MANIFEST_NAME:
                 raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
@@ -204,6 +264,17 @@ def _collect_directory(root: Path, *, jobs: int | None = None) -> _Collected:
         else:
             collected.digests[rel] = MemberInfo(result.size, result.digest)
     return collected
+
+
+def _parsed_first(rel: str) -> tuple[bool, str]:
+    return rel != MANIFEST_NAME and rel not in PARSED, rel
+
+
+def _read_bounded(path: Path, size: int) -> bytes:
+    """The file's bytes, never more than the size the scan saw (one that grew since is
+    read as far as that, and its digest then differs from the manifest's)."""
+    with path.open("rb") as stream:
+        return stream.read(size)
 
 
 def _from_collected(target: str, kind: ViewKind, collected: _Collected) -> BundleView:
@@ -247,6 +318,7 @@ def _from_collected(target: str, kind: ViewKind, collected: _Collected) -> Bundl
         contents=contents,
         check=check,
         manifest_problem=problem,
+        not_kept=frozenset(collected.budget.dropped),
     )
 
 
@@ -272,6 +344,7 @@ def load_environment(
     scan = scan_environment(facts, jobs=jobs)
     entries: list[PatchEntry] = []
     contents: dict[str, bytes] = {}
+    budget = MemberBudget(str(interpreter))
     for item in scan.patched:
         if item.path.startswith("../") or "/../" in item.path:
             continue  # outside site-packages: pack does not carry these either
@@ -286,9 +359,10 @@ def load_environment(
         entries.append(entry)
         full = entry.full_member
         site = scan.site_dirs.get(item.dist)
-        if full is not None and site is not None and item.size <= KEEP_LIMIT:
+        member = layout.in_patches(full) if full is not None else None
+        if member is not None and site is not None and budget.keep(member, item.size):
             try:
-                contents[layout.in_patches(full)] = (Path(site) / item.path).read_bytes()
+                contents[member] = _read_bounded(Path(site) / item.path, item.size)
             except OSError as exc:
                 where = Path(site) / item.path
                 raise InputError(f"{where}: cannot read: {exc.strerror or exc}") from exc
