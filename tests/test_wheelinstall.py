@@ -279,6 +279,7 @@ OWNED_BY_THE_VENV = [
     ({"demo-1.0.data/scripts/Activate.ps1": b"evil\n"}, "", "venv's own"),
     ({}, "[console_scripts]\npython3 = demo:main\n", "venv's own"),
     ({}, "[gui_scripts]\nactivate = demo:main\n", "venv's own"),
+    ({"demo-1.0.data/data/.repro/state.toml": b"x"}, "", "repro's own"),
     ({"demo-1.0.data/data/lib64": b"x"}, "", "a directory of the venv itself"),
     ({"demo-1.0.data/data/bin": b"x"}, "", "a directory of the venv itself"),
     ({"other-1.0.dist-info/METADATA": b"Name: other\n"}, "", "another distribution's .dist-info"),
@@ -298,6 +299,7 @@ OWNED_BY_THE_VENV = [
     ids=[
         "pyvenv.cfg", "scripts-python", "scripts-python3", "data-bin-python3.11",
         "data-bin-activate", "Activate.ps1", "entry-point-python3", "entry-point-activate",
+        "repro-state",
         "lib64", "bin", "other-dist-info", "other-dist-info-via-purelib", "twice-in-one-wheel",
         "file-and-directory",
     ],

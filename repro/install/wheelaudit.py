@@ -50,6 +50,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion
 
 from repro.errors import InstallError
+from repro.install.state import STATE_DIR
 from repro.install.wheelscheme import SCHEME_KEYS, Scheme
 
 # Inflated bytes allowed per compressed byte over a whole wheel; real wheels stay far
@@ -370,6 +371,10 @@ class _Layout:
             return "outside the venv"
         if key == "pyvenv.cfg":
             return "pyvenv.cfg is the venv's own"
+        if key == STATE_DIR or key.startswith(STATE_DIR + "/"):
+            # where the venv is the target itself, TARGET/.repro holds the unpack's state
+            # and the venv step's record of the interpreter (venvguard): repro's own
+            return f"{STATE_DIR}/ is repro's own (the unpack's state)"
         if key in self.venv_dirs or key == "lib":
             return "a directory of the venv itself"
         head, _, base = key.rpartition("/")
