@@ -23,7 +23,7 @@ from repro.hashing import CHUNK_SIZE
 from repro.snapshot.environment import EnvironmentFacts, ModuleProbe
 from repro.snapshot.modulefiles import probed_by_import
 from repro.verbs.check import TargetKind, classify_target
-from repro.verbs.view import BundleView, load_bundle
+from repro.verbs.view import BundleView, MemberBudget, load_bundle
 
 
 @dataclass(frozen=True)
@@ -214,8 +214,8 @@ def _copy_from_stream(stream: BinaryIO, source: str, rel: str, out: BinaryIO) ->
     for member, data in iter_members(stream, source=source):
         if data is None:
             continue
-        if member.name == MANIFEST_NAME:
-            manifest = data.read()
+        if member.name == MANIFEST_NAME and MemberBudget(source).keep(member.name, member.size):
+            manifest = data.read(member.size)
         if member.name == rel:
             found = _copy(data, out)
             out.flush()
@@ -234,7 +234,10 @@ def _copy_from_directory(root: Path, rel: str, out: BinaryIO) -> MemberCopy:
         with path.open("rb") as data:
             digest, size = _copy(data, out)
         manifest_path = root / MANIFEST_NAME
-        manifest = manifest_path.read_bytes() if manifest_path.is_file() else None
+        manifest = None
+        if manifest_path.is_file():
+            MemberBudget(str(root)).keep(MANIFEST_NAME, manifest_path.stat().st_size)
+            manifest = manifest_path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     out.flush()
