@@ -526,6 +526,12 @@ def test_malformed_wheels_end_in_install_errors(tmp_path: Path, venv: Path) -> N
         "Wheel-Version",
         {**wheel_files(), "demo-1.0.dist-info/WHEEL": b"Wheel-Version: 9.0\n"},
     )
+    # a central directory entry "needs version 8.4" to extract: zipfile raises
+    # NotImplementedError (found by tests/test_wheel_fuzz.py)
+    version = case("zip-version", "a zip feature no installer reads", wheel_files())
+    data = version.read_bytes()
+    at = data.index(b"PK\x01\x02") + 6  # the first entry's "version needed to extract"
+    version.write_bytes(data[:at] + (84).to_bytes(2, "little") + data[at + 2 :])
     (tmp_path / "nul-name").mkdir()  # zipfile would cut the name at the NUL: "demo/x.py"
     nul = wheel_files(files={"demo/__init__.py": b"", "demo/x.py\0.txt": b"X = 1\n"})
     cases["nul-name"] = (raw_wheel(tmp_path / "nul-name", raw_members(nul)), "safe relative")

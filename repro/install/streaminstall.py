@@ -240,6 +240,10 @@ class StreamedInstall:
         digests, taken as they were written, stand for them in the verification)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._plan is None and self.prefix is not None:
+            # nothing was staged: the prefix made by `place` goes now, before the staging
+            # directory moves into the target, so that nothing is left beside it
+            shutil.rmtree(self.prefix, ignore_errors=True)
         return frozenset(self._consumed)
 
     # -- once the bundle verified -----------------------------------------------------

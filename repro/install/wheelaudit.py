@@ -161,6 +161,8 @@ def plan_wheel(wheel: Path, scheme: Scheme) -> WheelPlan:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
             raise refuse(wheel, "archive", f"not a readable zip ({exc})") from exc
+        except NotImplementedError as exc:  # zipfile: a version or feature it cannot read
+            raise refuse(wheel, "archive", f"a zip feature no installer reads ({exc})") from exc
         except (struct.error, IndexError, OverflowError, zlib.error) as exc:
             raise refuse(wheel, "archive", f"damaged ({exc})") from exc
         except OSError as exc:  # a seek zipfile computed from damaged offsets
