@@ -31,7 +31,7 @@ import pytest
 
 from repro import _toml
 from repro.errors import InputError
-from repro.snapshot.record import parse_record, read_record, render_record
+from repro.wheel.record import parse_record, read_record, render_record
 from tests._venvs import find_python
 from tests.conftest import run_repro
 from tests.snapshot.conftest import Venv, make_venv, pip
@@ -200,7 +200,7 @@ def test_the_planned_wheel_holds_the_record_its_size_was_computed_with(
     """The stored zip is planned before a byte is written: its size (the tar header's)
     follows from a RECORD whose bytes csv.writer made, and the written wheel is that."""
     from repro.snapshot.installed import list_installed
-    from repro.snapshot.wheelbuild import CarryPatched, plan_wheel
+    from repro.wheel.rebuild import CarryPatched, plan_wheel
 
     dists = {d.name: d for d in list_installed(hostile_pack.source.site_packages)}
     plan = plan_wheel(dists["csvquotes"], pristine=CarryPatched())

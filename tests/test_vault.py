@@ -28,15 +28,15 @@ from repro.snapshot.installed import (
     read_dist_record,
     scheme_paths,
 )
-from repro.snapshot.scripts import restore_shebang
 from repro.snapshot.vault import build_vault, vault_reasons
-from repro.snapshot.wheelbuild import (
+from repro.wheel.rebuild import (
     CarryPatched,
     PatchedFilesError,
     console_script_names,
     plan_wheel,
     rebuild_wheel,
 )
+from repro.wheel.scripts import restore_shebang
 
 PYPI = "https://pypi.org/simple/"
 PIP_TIMEOUT = 600
@@ -562,7 +562,7 @@ def test_planning_can_take_the_scans_results_it_replaces(source_env: SourceEnv) 
     from (pack then holds a file once); the plan itself is the same as without."""
     from repro.snapshot.environment import probe_environment
     from repro.snapshot.scan import scan_environment
-    from repro.snapshot.wheelbuild import plan_wheel
+    from repro.wheel.rebuild import plan_wheel
 
     scan = scan_environment(probe_environment(source_env.python), crc_for=["six", "idna"])
     table = dict(scan.digests)

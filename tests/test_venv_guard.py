@@ -8,7 +8,7 @@ writes a marker file with the builtin `posix` module (nothing else is importable
 early): the attack is shown to work on its own (`test_the_attack_runs_code_under_i_s`),
 then every repro command that would start the tampered venv's interpreter is shown to
 refuse before it does, the marker never written. The wheels' own refusal to write these
-paths (repro.install.wheelaudit) is a separate wall: here the venv is changed directly,
+paths (repro.wheel.audit) is a separate wall: here the venv is changed directly,
 after the venv step, so this wall is tested alone.
 """
 

@@ -1,4 +1,4 @@
-"""install_wheel (repro.install.wheelinstall) over random wheels: random member names and
+"""install_wheel (repro.wheel.install) over random wheels: random member names and
 schemes, RECORD rows right, wrong or missing, random entry points, and zip damage
 (flipped bytes, truncation). Every outcome is either an install whose files all lie in
 the venv and whose RECORD is what is on disk, or an InstallError; never another
@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from repro.errors import InstallError
-from repro.install.wheelinstall import Scheme, install_wheel
+from repro.wheel.install import Scheme, install_wheel
 from tests.hostilewheels import record_row
 
 DIST_INFO = "demo-1.0.dist-info"

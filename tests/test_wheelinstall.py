@@ -1,4 +1,4 @@
-"""repro's own wheel installer (repro.install.wheelinstall, repro.install.vaultinstall)
+"""repro's own wheel installer (repro.wheel.install, repro.install.vaultinstall)
 on wheels built here with zipfile: every scheme, scripts, entry points, stored and
 deflated members, hostile member names. The byte-for-byte comparison with uv and pip on
 real PyPI wheels is tests/test_installer_parity.py."""
@@ -27,8 +27,8 @@ from repro.install.vaultinstall import (
     supported_tags,
     venv_scheme,
 )
-from repro.install.wheelinstall import Scheme, install_wheel, shebang
 from repro.snapshot.lock import Pin
+from repro.wheel.install import Scheme, install_wheel, shebang
 from tests.hostilewheels import (
     RawMember,
     raw_member,
@@ -258,7 +258,7 @@ def test_install_from_vault_checks_each_wheels_hash_and_drops_it(
     assert not list(scheme_of(venv).purelib.glob("third*"))
 
 
-# --- what a wheel may write (repro.install.wheelaudit) -----------------------------------
+# --- what a wheel may write (repro.wheel.audit) -----------------------------------
 
 
 def venv_own_files(venv: Path) -> dict[str, tuple[bool, bytes]]:

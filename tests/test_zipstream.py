@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from repro.errors import InputError, NotAsRecorded
-from repro.snapshot import zipstream
-from repro.snapshot.zipstream import ZipMember, ZipPlan
+from repro.wheel import zipwriter
+from repro.wheel.zipwriter import ZipMember, ZipPlan
 
 DATE = (2024, 5, 17, 13, 45, 30)
 
@@ -77,8 +77,8 @@ def test_zip64_fields_where_sizes_offsets_and_counts_overflow(
 ) -> None:
     """Real ZIP64 needs 4 GiB; the thresholds are lowered so every ZIP64 path is taken
     (member sizes, local header offsets, the central directory's count and offset)."""
-    monkeypatch.setattr(zipstream, "ZIP64_SIZE", 1000)
-    monkeypatch.setattr(zipstream, "ZIP64_COUNT", 2)
+    monkeypatch.setattr(zipwriter, "ZIP64_SIZE", 1000)
+    monkeypatch.setattr(zipwriter, "ZIP64_COUNT", 2)
     plan, content = _plan(tmp_path)
     target = tmp_path / "z64.whl"
     plan.write(target)

@@ -21,7 +21,7 @@ from repro.snapshot.installed import InstalledDist, list_installed
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.scan import scan_environment
 from repro.snapshot.scancache import ScanCache
-from repro.snapshot.wheelbuild import PatchedFilesError, plan_wheel
+from repro.wheel.rebuild import PatchedFilesError, plan_wheel
 
 
 def main() -> None:

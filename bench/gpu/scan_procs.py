@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from repro.hashing import BATCH_BYTES, BATCH_FILES, HashPipeline, _hash_one
 from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.record import join_record_path, read_record
 from repro.snapshot.scan import scan_environment
+from repro.wheel.record import join_record_path, read_record
 
 
 def record_files(site: str) -> list[tuple[str, int]]:

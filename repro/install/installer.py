@@ -39,8 +39,8 @@ from repro.install.vaultinstall import (
     supported_tags,
     venv_scheme,
 )
-from repro.install.wheelaudit import check_claims, plan_wheel
 from repro.snapshot.lock import Pin, read_requirements_lock, render_pins_only
+from repro.wheel.audit import check_claims, plan_wheel
 
 Installer = Literal["vault", "uv", "pip"]
 RequestedInstaller = Literal["auto", "vault", "uv", "pip"]
@@ -299,7 +299,7 @@ def _local_dirs(plan: InstallPlan) -> list[Path]:
 
 def audit_local_wheels(interpreter: Path, plan: InstallPlan, pins: Sequence[Pin]) -> None:
     """The local wheel pip-sync or uv would take for each pin, checked as the vault
-    installer checks its own (repro.install.wheelaudit: where each file would go,
+    installer checks its own (repro.wheel.audit: where each file would go,
     the sizes and ranges of its members, two wheels writing one path) before either
     installer sees it: they would write the venv's own `pyvenv.cfg` or `bin/python`
     for a wheel that asks."""

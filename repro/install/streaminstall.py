@@ -48,11 +48,11 @@ from repro.install.vaultinstall import (
     supported_tags,
     venv_scheme,
 )
-from repro.install.wheelaudit import Claims, plan_wheel
-from repro.install.wheelinstall import Installed, Scheme, install_plan
 from repro.install.workspace import venv_dir
 from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import read_requirements_lock
+from repro.wheel.audit import Claims, plan_wheel
+from repro.wheel.install import Installed, Scheme, install_plan
 
 _WHEELS = f"{layout.WHEELS}/"
 _SCHEME_DIRS = ("purelib", "platlib", "scripts")

@@ -26,9 +26,9 @@ from repro.bundle import layout
 from repro.errors import InstallError
 from repro.hashing import sha256_file
 from repro.install.targetsite import run_no_site
-from repro.install.wheelaudit import WheelPlan, check_claims, plan_wheel
-from repro.install.wheelinstall import Installed, Scheme, install_plan
 from repro.snapshot.lock import Pin
+from repro.wheel.audit import WheelPlan, check_claims, plan_wheel
+from repro.wheel.install import Installed, Scheme, install_plan
 
 # Wheels unpacked at once are held to this many bytes (or one wheel, when larger), so
 # that with `drop` the disk never holds much more than the venv.
@@ -192,7 +192,7 @@ def install_from_vault(
     """Unpack `wheels` (pin -> vault wheel) into the venv of `interpreter`.
 
     Every wheel is planned first (its central directory read and checked, its
-    destinations judged: repro.install.wheelaudit), and the run is refused, nothing
+    destinations judged: repro.wheel.audit), and the run is refused, nothing
     written, when one wheel may not write where it would or two write one path. Each
     wheel's SHA-256 must be one that env/vault.toml lists for its pin (`hashes`), read
     just before it is unpacked; the first wheel that fails stops the rest."""

@@ -36,7 +36,7 @@ from repro.bundle.manifest import MANIFEST_NAME, ProgressSink, format_manifest
 from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
 from repro.errors import InputError
 from repro.hashing import default_jobs
-from repro.snapshot.zipstream import ZipPlan
+from repro.wheel.zipwriter import ZipPlan
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
 from repro.redaction import scrub_document
-from repro.snapshot.record import RecordEntry
-from repro.snapshot.record import read_record as read_record_file
+from repro.wheel.record import RecordEntry
+from repro.wheel.record import read_record as read_record_file
 
 PROBE_TIMEOUT = 60.0
 

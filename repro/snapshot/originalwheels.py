@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from repro.hashing import CHUNK_SIZE
 from repro.snapshot.indexcheck import IndexFile, IndexReport
 from repro.snapshot.installed import InstalledDist, read_dist_record
-from repro.snapshot.wheelbuild import (
+from repro.wheel.rebuild import (
     EXCLUDED_DIST_INFO,
     VaultError,
     iter_wheel_record,

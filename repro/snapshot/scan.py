@@ -31,8 +31,8 @@ from repro.hashing import (
     not_regular,
 )
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
-from repro.snapshot.record import RecordEntry, join_record_path, read_record
-from repro.snapshot.scripts import only_shebang_differs
+from repro.wheel.record import RecordEntry, join_record_path, read_record
+from repro.wheel.scripts import only_shebang_differs
 
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 

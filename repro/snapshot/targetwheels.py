@@ -34,7 +34,7 @@ from repro.snapshot.toolwheels import (
     closure_for,
     marker_environment,
 )
-from repro.snapshot.wheelbuild import wheel_file_tags
+from repro.wheel.rebuild import wheel_file_tags
 
 _ABBREVIATIONS = {"cpython": "cp", "pypy": "pp"}
 

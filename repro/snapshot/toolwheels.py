@@ -34,8 +34,8 @@ from packaging.utils import canonicalize_name
 from repro.errors import InputError
 from repro.snapshot.cacheset import publish, staging_for
 from repro.snapshot.installed import InstalledDist, list_installed, read_dist_record
-from repro.snapshot.record import join_record_path
-from repro.snapshot.wheelbuild import CarryPatched, build_from_source, rebuild_wheel
+from repro.wheel.rebuild import CarryPatched, build_from_source, rebuild_wheel
+from repro.wheel.record import join_record_path
 
 TOOL = "repro"
 

@@ -13,7 +13,7 @@ not hold). `build_vault` obtains a wheel for each one, cheapest source first:
    installed RECORD;
 2. for `--wheels all`, the wheel an index serves (the URL `check_index` found, else
    `pip download` with the target's pip), again only if it matches the install;
-3. otherwise the wheel is rebuilt from the installed files (see wheelbuild), or, for an
+3. otherwise the wheel is rebuilt from the installed files (see repro.wheel.rebuild), or, for an
    editable install, built from the project source.
 
 Original and downloaded wheels are stored byte for byte as they are.
@@ -46,7 +46,7 @@ from repro.snapshot.originalwheels import (
     original_at_hand,
 )
 from repro.snapshot.pristine import default_pip_cache
-from repro.snapshot.wheelbuild import (
+from repro.wheel.rebuild import (
     BuiltWheel,
     DigestTable,
     PristineSource,

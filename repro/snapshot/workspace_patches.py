@@ -13,8 +13,8 @@ from repro.bundle.patchset import PatchKind
 from repro.config import WorkspaceTarget
 from repro.errors import ConfigError
 from repro.snapshot.environment import EnvironmentFacts
-from repro.snapshot.record import read_record
 from repro.snapshot.scan import PatchedFile
+from repro.wheel.record import read_record
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import Target
 from repro.snapshot.stages.probe import Start
 from repro.snapshot.vault import VaultSelection
-from repro.snapshot.wheelbuild import CarryPatched
 from repro.snapshot.workspace_patches import load_workspace_patches
+from repro.wheel.rebuild import CarryPatched
 
 # Files of vaulted distributions this large are read by the scan for their CRC-32 only:
 # their sha256 is checked against RECORD as they are written into the vault wheels.

@@ -35,7 +35,7 @@ from repro.snapshot.vault import (
     plan_vault,
     select_vault,
 )
-from repro.snapshot.wheelbuild import CarryPatched
+from repro.wheel.rebuild import CarryPatched
 
 if TYPE_CHECKING:
     from packaging.tags import Tag

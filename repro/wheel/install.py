@@ -9,7 +9,7 @@ INSTALLER, REQUESTED and a RECORD of the paths as installed. No code of the whee
 and no bytecode is compiled (as uv).
 
 Where each member goes, and whether the wheel may write it there, is decided first for
-the whole wheel (repro.install.wheelaudit: nothing is written for a refused wheel).
+the whole wheel (repro.wheel.audit: nothing is written for a refused wheel).
 Each member is then read once: its bytes are hashed as they are written (stored ones
 read with pread, deflated ones inflated here, bounded by the declared size, CRC-32
 checked), and a member whose bytes are not the ones its RECORD row hashes is refused,
@@ -31,14 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.install.wheelaudit import (
+from repro.wheel.audit import (
     Member,
     WheelPlan,
     identity_of,
     plan_wheel,
     refuse,
 )
-from repro.install.wheelscheme import INSTALLER_NAME, Scheme, shebang
+from repro.wheel.scheme import INSTALLER_NAME, Scheme, shebang
 
 __all__ = ["INSTALLER_NAME", "Installed", "Scheme", "install_plan", "install_wheel", "shebang"]
 
@@ -275,7 +275,7 @@ def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
 
 
 def install_plan(plan: WheelPlan) -> Installed:
-    """Write what `plan` (of wheelaudit) says; a failure removes the files written."""
+    """Write what `plan` (of repro.wheel.audit) says; a failure removes the files written."""
     written = _Written()
     record: list[tuple[str, str, str]] = []
     total = 0

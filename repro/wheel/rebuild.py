@@ -50,16 +50,16 @@ from repro.snapshot.installed import (
     read_dist_record,
     read_metadata_name_version,
 )
-from repro.snapshot.record import (
+from repro.snapshot.scan import link_outside
+from repro.wheel.record import (
     RecordEntry,
     RecordRow,
     join_record_path,
     parse_record,
     render_record,
 )
-from repro.snapshot.scan import link_outside
-from repro.snapshot.scripts import restore_shebang, script_entry_points
-from repro.snapshot.zipstream import ZipMember, ZipPlan
+from repro.wheel.scripts import restore_shebang, script_entry_points
+from repro.wheel.zipwriter import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
 """Given a path as RECORD lists it, return the file's pristine bytes, or None."""
@@ -442,7 +442,7 @@ def plan_wheel(
         written_hashes.append((item.arcname, _written_sha256(item, digests), item.size))
     record_arc = f"{dist_info_name}/RECORD"
     # the RECORD's bytes are known here, before a byte of the wheel is written: the
-    # stored zip's size and layout follow from the plan (zipstream)
+    # stored zip's size and layout follow from the plan (zipwriter)
     rows: list[RecordRow] = [(a, d.hex(), n) for a, d, n in written_hashes]
     record = render_record([*rows, (record_arc, None, None)])
     planned.append(ZipMember.from_bytes(record_arc, record))

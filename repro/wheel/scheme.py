@@ -1,6 +1,6 @@
 """Where a venv keeps each kind of file, and the files an installer writes itself
-(entry-point scripts, INSTALLER): shared by the plan (wheelaudit) and the writer
-(wheelinstall)."""
+(entry-point scripts, INSTALLER): shared by the plan (audit) and the writer
+(install)."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ from packaging.version import InvalidVersion
 
 from repro.errors import InstallError
 from repro.install.state import STATE_DIR
-from repro.install.wheelscheme import SCHEME_KEYS, Scheme
+from repro.wheel.scheme import SCHEME_KEYS, Scheme
 
 # Inflated bytes allowed per compressed byte over a whole wheel; real wheels stay far
 # below (torch's CPU wheel: 3.6x; a wheel of text: under 10x), deflate bombs are ~1000x.
