@@ -120,3 +120,27 @@ class PatchConflictError(ReproError):
 
 class SmokeError(ReproError):
     exit_code = EXIT_SMOKE
+
+
+# -- wheels (repro.wheel): the vault's rebuilds, a wheel's entry points -------------------
+
+
+class VaultError(ReproError):
+    """A wheel for the vault cannot be obtained or rebuilt."""
+
+    exit_code = EXIT_INVALID
+
+
+class PatchedFilesError(VaultError):
+    """Installed files of a distribution to rebuild do not match RECORD."""
+
+    def __init__(self, dist: str, files: tuple[str, ...], record: str) -> None:
+        listed = "\n".join(f"    {path}" for path in files)
+        super().__init__(
+            f"{dist}: {len(files)} installed file(s) do not match {record}, "
+            f"so its wheel cannot be rebuilt from them:\n{listed}",
+            hint="provide the pristine files (the original wheel, or --pristine PATH); the "
+            "bundle's patch set re-applies the changes at unpack",
+        )
+        self.dist = dist
+        self.files = tuple(files)

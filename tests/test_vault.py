@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from repro.errors import PatchedFilesError
 from repro.snapshot.indexcheck import (
     IndexReport,
     check_index,
@@ -31,7 +32,6 @@ from repro.snapshot.installed import (
 from repro.snapshot.vault import build_vault, vault_reasons
 from repro.wheel.rebuild import (
     CarryPatched,
-    PatchedFilesError,
     console_script_names,
     plan_wheel,
     rebuild_wheel,

@@ -17,11 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from repro.errors import PatchedFilesError
 from repro.snapshot.installed import InstalledDist, list_installed
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.scan import scan_environment
 from repro.snapshot.scancache import ScanCache
-from repro.wheel.rebuild import PatchedFilesError, plan_wheel
+from repro.wheel.rebuild import plan_wheel
 
 
 def main() -> None:

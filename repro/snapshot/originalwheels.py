@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from repro.errors import VaultError
 from repro.hashing import CHUNK_SIZE
 from repro.snapshot.indexcheck import IndexFile, IndexReport
 from repro.snapshot.installed import InstalledDist, read_dist_record
 from repro.wheel.rebuild import (
     EXCLUDED_DIST_INFO,
-    VaultError,
     iter_wheel_record,
     wheel_file_tags,
 )

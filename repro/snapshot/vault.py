@@ -36,6 +36,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from repro.errors import VaultError
 from repro.hashing import default_jobs, sha256_file
 from repro.snapshot.indexcheck import IndexReport, check_index, target_tags
 from repro.snapshot.installed import InstalledDist, SchemePaths
@@ -50,7 +51,6 @@ from repro.wheel.rebuild import (
     BuiltWheel,
     DigestTable,
     PristineSource,
-    VaultError,
     WheelPlan,
     build_from_source,
     plan_wheel,

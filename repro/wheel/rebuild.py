@@ -42,7 +42,7 @@ from pathlib import Path
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from repro.errors import EXIT_INVALID, InputError, ReproError
+from repro.errors import InputError, PatchedFilesError, VaultError
 from repro.hashing import CHUNK_SIZE, HashResult, file_digest
 from repro.snapshot.installed import (
     InstalledDist,
@@ -85,27 +85,6 @@ class CarryPatched:
 EXCLUDED_DIST_INFO = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
 BUILD_TIMEOUT = 1800.0
-
-
-class VaultError(ReproError):
-    """A wheel for the vault cannot be obtained or rebuilt."""
-
-    exit_code = EXIT_INVALID
-
-
-class PatchedFilesError(VaultError):
-    """Installed files of a distribution to rebuild do not match RECORD."""
-
-    def __init__(self, dist: str, files: Sequence[str], dist_info: Path) -> None:
-        listed = "\n".join(f"    {path}" for path in files)
-        super().__init__(
-            f"{dist}: {len(files)} installed file(s) do not match {dist_info / 'RECORD'}, "
-            f"so its wheel cannot be rebuilt from them:\n{listed}",
-            hint="provide the pristine files (the original wheel, or --pristine PATH); the "
-            "bundle's patch set re-applies the changes at unpack",
-        )
-        self.dist = dist
-        self.files = tuple(files)
 
 
 @dataclass(frozen=True)
@@ -531,7 +510,7 @@ def _resolve_bad(
         else:
             unresolved.append(member.record.path)
     if unresolved:
-        raise PatchedFilesError(name, unresolved, dist_info)
+        raise PatchedFilesError(name, tuple(unresolved), str(dist_info / "RECORD"))
     return overrides
 
 
