@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.envs import Workspace, site_packages
 from repro.errors import ReproError
-from repro.wheel.rebuild import record_hash
+from repro.wheel.record import record_hash
 
 FORMAT = 2  # bump when a copy is laid out differently (cached workspaces are rebuilt)
 

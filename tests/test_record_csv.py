@@ -30,8 +30,7 @@ from pathlib import Path
 import pytest
 
 from repro import _toml
-from repro.errors import InputError
-from repro.wheel.record import parse_record, read_record, render_record
+from repro.wheel.record import read_record
 from tests._venvs import find_python
 from tests.conftest import run_repro
 from tests.snapshot.conftest import Venv, make_venv, pip
@@ -211,48 +210,6 @@ def test_the_planned_wheel_holds_the_record_its_size_was_computed_with(
         listed = [row[0] for row in csv.reader(io.StringIO(text, newline=""))]
         assert listed == archive.namelist()
     assert {f"csvquotes/{name}" for name in QUOTES} <= set(listed)
-
-
-@pytest.mark.parametrize("name", [*QUOTES, *BREAKS, 'q"\n"x.txt', "cr\rlf.txt", "x\r\ny.txt"])
-def test_record_written_and_read_equals_csv(name: str) -> None:
-    path = f"pkg/{name}"
-    data = render_record([(path, "ab" * 32, 5), ("pkg-1.dist-info/RECORD", None, None)])
-    rows = list(csv.reader(io.StringIO(data.decode(), newline="")))
-    assert rows == [
-        [path, "sha256=" + _urlsafe("ab" * 32), "5"],
-        ["pkg-1.dist-info/RECORD", "", ""],
-    ]
-    entries = parse_record(data.decode(), "RECORD")
-    assert [(e.path, e.sha256, e.size) for e in entries] == [
-        (path, "ab" * 32, 5),
-        ("pkg-1.dist-info/RECORD", None, None),
-    ]
-
-
-def _urlsafe(digest: str) -> str:
-    return base64.urlsafe_b64encode(bytes.fromhex(digest)).rstrip(b"=").decode()
-
-
-def test_the_unquoted_inner_quote_of_the_old_writer_is_read_as_csv_reads_it() -> None:
-    """`"pkg/say"hi".txt",...` (inner quotes not doubled, as repro wrote it) names another
-    file for csv: the pack side reads what csv reads, never a name of its own."""
-    text = '"pkg/say"hi".txt",sha256=' + _urlsafe("cd" * 32) + ",3\n"
-    (row,) = csv.reader(io.StringIO(text, newline=""))
-    (entry,) = parse_record(text, "RECORD")
-    assert entry.path == row[0] != 'pkg/say"hi".txt'
-
-
-def test_a_malformed_row_names_the_file_and_the_line_csv_ends_it_on(tmp_path: Path) -> None:
-    record = tmp_path / "RECORD"
-    good = render_record([("pkg/a\nb.txt", "ab" * 32, 1), ("pkg/f\fg.txt", "ab" * 32, 1)])
-    record.write_bytes(good + b"pkg/bad.txt,sha256=x\n")
-    with pytest.raises(InputError) as raised:
-        read_record(record)
-    # the quoted \n makes the first row two lines long: the bad row ends on line 4
-    assert f"{record}:4: expected 3 fields" in raised.value.message
-    record.write_bytes(good + b"pkg/neg.txt,,-1\n")
-    with pytest.raises(InputError, match="negative"):
-        read_record(record)
 
 
 @pytest.mark.slow

@@ -26,7 +26,6 @@ from repro.snapshot.installed import (
     InstalledDist,
     SchemePaths,
     list_installed,
-    read_dist_record,
     scheme_paths,
 )
 from repro.snapshot.vault import build_vault, vault_reasons
@@ -36,6 +35,7 @@ from repro.wheel.rebuild import (
     plan_wheel,
     rebuild_wheel,
 )
+from repro.wheel.record import read_dist_record
 from repro.wheel.scripts import restore_shebang
 
 PYPI = "https://pypi.org/simple/"

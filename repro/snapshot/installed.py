@@ -22,8 +22,6 @@ from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
 from repro.redaction import scrub_document
-from repro.wheel.record import RecordEntry
-from repro.wheel.record import read_record as read_record_file
 
 PROBE_TIMEOUT = 60.0
 
@@ -145,17 +143,6 @@ def read_metadata_name_version(dist_info: Path) -> tuple[str, str]:
     if not name or not version:
         raise InputError(f"{metadata}: no Name or Version header")
     return str(name), str(version)
-
-
-def read_dist_record(dist_info: Path) -> list[RecordEntry]:
-    """The RECORD rows of an installed distribution (paths relative to site-packages)."""
-    record = dist_info / "RECORD"
-    if not record.is_file():
-        raise InputError(
-            f"{record}: cannot read: no such file",
-            hint="the distribution was not installed from a wheel; reinstall it with pip",
-        )
-    return list(read_record_file(record))
 
 
 def _read_optional_text(path: Path) -> str | None:

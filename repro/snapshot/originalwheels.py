@@ -23,12 +23,9 @@ from packaging.version import InvalidVersion, Version
 from repro.errors import VaultError
 from repro.hashing import CHUNK_SIZE
 from repro.snapshot.indexcheck import IndexFile, IndexReport
-from repro.snapshot.installed import InstalledDist, read_dist_record
-from repro.wheel.rebuild import (
-    EXCLUDED_DIST_INFO,
-    iter_wheel_record,
-    wheel_file_tags,
-)
+from repro.snapshot.installed import InstalledDist
+from repro.wheel.rebuild import EXCLUDED_DIST_INFO, wheel_file_tags
+from repro.wheel.record import iter_wheel_record, read_dist_record
 
 if TYPE_CHECKING:  # requests costs ~60 ms at start-up; imported where a page is fetched
     import requests

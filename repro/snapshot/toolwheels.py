@@ -33,9 +33,9 @@ from packaging.utils import canonicalize_name
 
 from repro.errors import InputError
 from repro.snapshot.cacheset import publish, staging_for
-from repro.snapshot.installed import InstalledDist, list_installed, read_dist_record
+from repro.snapshot.installed import InstalledDist, list_installed
 from repro.wheel.rebuild import CarryPatched, build_from_source, rebuild_wheel
-from repro.wheel.record import join_record_path
+from repro.wheel.record import join_record_path, read_dist_record
 
 TOOL = "repro"
 

@@ -27,9 +27,7 @@ In the spirit of pypa/installer's `WheelSource` / `SchemeDictionaryDestination`.
 from __future__ import annotations
 
 import configparser
-import csv
 import hashlib
-import io
 import itertools
 import os
 import re
@@ -49,8 +47,9 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion
 
-from repro.errors import InstallError
+from repro.errors import InputError, InstallError
 from repro.install.state import STATE_DIR
+from repro.wheel.record import record_rows
 from repro.wheel.scheme import SCHEME_KEYS, Scheme
 
 # Inflated bytes allowed per compressed byte over a whole wheel; real wheels stay far
@@ -391,19 +390,18 @@ class _Layout:
 
 
 def _record_rows(data: bytes, wheel: Path) -> dict[str, tuple[str, str]]:
+    """The wheel's RECORD, path -> (hash, size) as written (repro.wheel.record reads it)."""
     try:
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
-    except (UnicodeDecodeError, csv.Error) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise refuse(wheel, "RECORD", f"not UTF-8 CSV ({exc})") from exc
     listed: dict[str, tuple[str, str]] = {}
-    for line, row in enumerate(rows, 1):
-        if not row:
-            continue
-        if len(row) != 3:
-            raise refuse(wheel, f"RECORD:{line}", f"{len(row)} fields, not 3")
-        path, digest, size = row
-        if listed.setdefault(path, (digest, size)) != (digest, size):
-            raise refuse(wheel, f"RECORD:{line}", f"{path!r} listed twice, differently")
+    try:
+        for line, path, digest, size in record_rows(text, "RECORD"):
+            if listed.setdefault(path, (digest, size)) != (digest, size):
+                raise refuse(wheel, f"RECORD:{line}", f"{path!r} listed twice, differently")
+    except InputError as exc:  # the reader's: RECORD:<line>: <rule>
+        raise InstallError(f"{wheel.name}: {exc.message}", hint=_HINT) from exc
     return listed
 
 

@@ -19,11 +19,8 @@ SHA-256 against the bundle before.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
 import hashlib
-import io
 import os
 import zipfile
 import zlib
@@ -38,6 +35,7 @@ from repro.wheel.audit import (
     plan_wheel,
     refuse,
 )
+from repro.wheel.record import RecordRow, record_hash, render_record
 from repro.wheel.scheme import INSTALLER_NAME, Scheme, shebang
 
 __all__ = ["INSTALLER_NAME", "Installed", "Scheme", "install_plan", "install_wheel", "shebang"]
@@ -53,14 +51,6 @@ class Installed:
     version: str
     files: int
     bytes: int
-
-
-def record_hash(data: bytes) -> str:
-    return _b64(hashlib.sha256(data).digest())
-
-
-def _b64(digest: bytes, algo: str = "sha256") -> str:
-    return f"{algo}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode('ascii')}"
 
 
 @dataclass
@@ -199,7 +189,7 @@ def _inflated(src: int, member: Member, wheel: Path) -> Iterator[bytes]:
 def _check_listed(member: Member, hashes: _Hashes, wheel: Path) -> None:
     if not member.digest:
         return  # a signature of RECORD: RECORD lists no hash for it
-    got = _b64(hashes.listed.digest(), hashes.algo)
+    got = record_hash(hashes.listed.digest(), hashes.algo)
     if got != member.digest.rstrip("="):  # a row written with base64's padding
         rule = f"its bytes hash to {got}, RECORD lists {member.digest}"
         raise refuse(wheel, f"member {member.name!r}", rule)
@@ -207,7 +197,7 @@ def _check_listed(member: Member, hashes: _Hashes, wheel: Path) -> None:
 
 def _install_member(
     src: int, member: Member, plan: WheelPlan, written: _Written, buffer: memoryview,
-) -> tuple[str, int]:  # fmt: skip
+) -> tuple[bytes, int]:  # fmt: skip
     """Write one member, hashed as it is written; its installed (sha256, size)."""
     hashes = _Hashes(member)
     if member.script:
@@ -220,7 +210,7 @@ def _install_member(
     finally:
         os.close(fd)
     _check_listed(member, hashes, plan.wheel)
-    return _b64(hashes.sha256.digest()), member.size
+    return hashes.sha256.digest(), member.size
 
 
 class _Output:
@@ -240,7 +230,7 @@ class _Output:
 def _install_script(
     src: int, member: Member, plan: WheelPlan, written: _Written, buffer: memoryview,
     hashes: _Hashes,
-) -> tuple[str, int]:  # fmt: skip
+) -> tuple[bytes, int]:  # fmt: skip
     """A `.data/scripts/` member, streamed: its first line is held back only while it
     may be `#!python`, which becomes the venv's interpreter line (as pip and uv do)."""
     out = _Output(_open_new(member.dest, True, written))
@@ -266,7 +256,7 @@ def _install_script(
     finally:
         os.close(out.fd)
     _check_listed(member, hashes, plan.wheel)
-    return _b64(out.sha256.digest()), out.size
+    return out.sha256.digest(), out.size
 
 
 def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
@@ -277,7 +267,7 @@ def install_wheel(wheel: Path, scheme: Scheme) -> Installed:
 def install_plan(plan: WheelPlan) -> Installed:
     """Write what `plan` (of repro.wheel.audit) says; a failure removes the files written."""
     written = _Written()
-    record: list[tuple[str, str, str]] = []
+    record: list[RecordRow] = []
     total = 0
     buffer = memoryview(bytearray(_CHUNK))
     with plan.wheel.open("rb") as handle:
@@ -287,17 +277,15 @@ def install_plan(plan: WheelPlan) -> Installed:
         try:
             for member in plan.members:
                 digest, size = _install_member(src, member, plan, written, buffer)
-                record.append((member.record, digest, str(size)))
+                record.append((member.record, digest, size))
                 total += size
             *extras, last = plan.generated
             for extra in extras:
                 _write_bytes(extra.dest, extra.content, extra.executable, written)
-                record.append((extra.record, record_hash(extra.content), str(len(extra.content))))
-            out = io.StringIO()
-            writer = csv.writer(out, lineterminator="\n")
-            writer.writerows(sorted(record))
-            writer.writerow((last.record, "", ""))
-            _write_bytes(last.dest, out.getvalue().encode("utf-8"), False, written)
+                digest = hashlib.sha256(extra.content).digest()
+                record.append((extra.record, digest, len(extra.content)))
+            rows = [*sorted(record, key=lambda row: row[0]), (last.record, None, None)]
+            _write_bytes(last.dest, render_record(rows), False, written)
         except BaseException:
             written.undo()
             raise

@@ -25,7 +25,6 @@ and permissions, so the same install always gives a byte-identical wheel.
 
 from __future__ import annotations
 
-import base64
 import configparser
 import hashlib
 import os
@@ -34,7 +33,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
@@ -42,12 +41,11 @@ from pathlib import Path
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from repro.errors import InputError, PatchedFilesError, VaultError
+from repro.errors import PatchedFilesError, VaultError
 from repro.hashing import CHUNK_SIZE, HashResult, file_digest
 from repro.snapshot.installed import (
     InstalledDist,
     SchemePaths,
-    read_dist_record,
     read_metadata_name_version,
 )
 from repro.snapshot.scan import link_outside
@@ -55,7 +53,7 @@ from repro.wheel.record import (
     RecordEntry,
     RecordRow,
     join_record_path,
-    parse_record,
+    read_dist_record,
     render_record,
 )
 from repro.wheel.scripts import restore_shebang, script_entry_points
@@ -122,10 +120,6 @@ def zip_date_time(source_date_epoch: int | None = None) -> tuple[int, int, int, 
         source_date_epoch = int(raw) if raw.isdigit() else ZIP_EPOCH
     stamp = time.gmtime(max(source_date_epoch, ZIP_EPOCH))
     return (stamp.tm_year, stamp.tm_mon, stamp.tm_mday, stamp.tm_hour, stamp.tm_min, stamp.tm_sec)
-
-
-def record_hash(digest: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def wheel_filename(name: str, version: str, tags: Sequence[Tag], build: str | None = None) -> str:
@@ -396,7 +390,7 @@ def plan_wheel(
     ordered = sorted([*members, *extra], key=lambda a: _member_order(a, dist_info_name))
 
     planned: list[ZipMember] = []
-    written_hashes: list[tuple[str, bytes, int]] = []
+    written_hashes: list[RecordRow] = []
     bad: list[_Member] = []
     for arcname in ordered:
         if arcname in extra:
@@ -422,8 +416,8 @@ def plan_wheel(
     record_arc = f"{dist_info_name}/RECORD"
     # the RECORD's bytes are known here, before a byte of the wheel is written: the
     # stored zip's size and layout follow from the plan (zipwriter)
-    rows: list[RecordRow] = [(a, d.hex(), n) for a, d, n in written_hashes]
-    record = render_record([*rows, (record_arc, None, None)])
+    rows: list[RecordRow] = [*written_hashes, (record_arc, None, None)]
+    record = render_record(rows)
     planned.append(ZipMember.from_bytes(record_arc, record))
     unverified = tuple(sorted(m.record.path for m in members.values() if m.record.sha256 is None))
     return WheelPlan(
@@ -555,29 +549,6 @@ def _zipinfo(
     info.compress_type = zipfile.ZIP_STORED
     info.file_size = size
     return info
-
-
-def iter_wheel_record(path: Path) -> Iterator[RecordEntry]:
-    """The RECORD of a wheel file, without extracting it."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            record_name = next(
-                (
-                    n
-                    for n in archive.namelist()
-                    if n.endswith(".dist-info/RECORD") and n.count("/") == 1
-                ),
-                None,
-            )
-            if record_name is None:
-                raise VaultError(f"{path}: no .dist-info/RECORD in the wheel")
-            text = archive.read(record_name).decode("utf-8")
-    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise VaultError(f"{path}: not a readable wheel: {exc}") from exc
-    try:
-        yield from parse_record(text, f"{path}!{record_name}")
-    except InputError as exc:
-        raise VaultError(exc.message) from exc
 
 
 def normalize_wheel(
