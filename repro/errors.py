@@ -144,3 +144,9 @@ class PatchedFilesError(VaultError):
         )
         self.dist = dist
         self.files = tuple(files)
+
+
+class EntryPointsError(InputError):
+    """A distribution's entry_points.txt cannot be read as INI, or (for an installer)
+    names a script or an object that is not plain. Each side wraps it: the installer's
+    refusal of the wheel (InstallError), the rebuild's VaultError."""

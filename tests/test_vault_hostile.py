@@ -56,16 +56,22 @@ def _interpreter_swap(marker: Path) -> dict[str, bytes]:
     return {"evil/__init__.py": b"", "evil-1.0.data/scripts/python": script}
 
 
-def _bundle(root: Path, wheels: dict[str, dict[str, bytes]]) -> Path:
-    """A bundle whose lock pins each of `wheels` (name -> files) at 1.0, the vault holding
-    them, vault.toml listing their hashes, the manifest written again."""
+def _bundle(
+    root: Path, wheels: dict[str, dict[str, bytes]], entry_points: dict[str, str] | None = None
+) -> Path:
+    """A bundle whose lock pins each of `wheels` (name -> files, and its entry_points.txt
+    in `entry_points`) at 1.0, the vault holding them, vault.toml listing their hashes,
+    the manifest written again."""
     built = root / "built"
     built.mkdir(parents=True)
     files: dict[str, bytes] = {}
     entries = []
     for name, members in wheels.items():
         (built / name).mkdir()
-        wheel = write_wheel(built / name, wheel_files(name, files=members), name)
+        points = (entry_points or {}).get(name, "")
+        wheel = write_wheel(
+            built / name, wheel_files(name, files=members, entry_points=points), name
+        )
         data = wheel.read_bytes()
         files[f"env/wheels/{wheel.name}"] = data
         digest = hashlib.sha256(data).hexdigest()
@@ -139,4 +145,19 @@ def test_two_vault_wheels_writing_one_path_are_refused_naming_both(
     assert code == EXIT_INSTALL, err
     assert "shared/__init__.py is also written by" in err, err
     assert "alpha" in err and "beta" in err, err
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("how", ["vault", "streamed", "pip"])
+def test_a_vault_wheel_whose_entry_points_are_not_ini_is_refused_naming_it(
+    tmp_path: Path, how: str
+) -> None:
+    """entry_points.txt is read by one parser (repro.wheel.entrypoints): what configparser
+    cannot read ends the unpack as an install error naming the wheel and the file."""
+    points = {"broken": "[console_scripts\nbroken = broken:main\n"}
+    bundle = _bundle(tmp_path / "b", {"broken": {"broken/__init__.py": b""}}, points)
+    _check_bundle(bundle)
+    code, err = _unpack(bundle, tmp_path / "target", how)
+    assert code == EXIT_INSTALL, err
+    assert "broken-1.0-py3-none-any.whl: entry_points.txt: not UTF-8 INI" in err, err
     assert "Traceback" not in err, err

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from repro.errors import InstallError
-from repro.wheel.install import Scheme, install_wheel
+from repro.wheel.install import install_wheel
+from repro.wheel.scheme import Scheme
 from tests.hostilewheels import record_row
 
 DIST_INFO = "demo-1.0.dist-info"

@@ -28,7 +28,9 @@ from repro.install.vaultinstall import (
     venv_scheme,
 )
 from repro.snapshot.lock import Pin
-from repro.wheel.install import Scheme, install_wheel, shebang
+from repro.wheel.install import install_wheel
+from repro.wheel.scheme import Scheme
+from repro.wheel.scripts import shebang
 from tests.hostilewheels import (
     RawMember,
     raw_member,

@@ -52,7 +52,8 @@ from repro.install.workspace import venv_dir
 from repro.snapshot.environment import normalize_name
 from repro.snapshot.lock import read_requirements_lock
 from repro.wheel.audit import Claims, plan_wheel
-from repro.wheel.install import Installed, Scheme, install_plan
+from repro.wheel.install import Installed, install_plan
+from repro.wheel.scheme import Scheme
 
 _WHEELS = f"{layout.WHEELS}/"
 _SCHEME_DIRS = ("purelib", "platlib", "scripts")

@@ -28,7 +28,8 @@ from repro.hashing import sha256_file
 from repro.install.targetsite import run_no_site
 from repro.snapshot.lock import Pin
 from repro.wheel.audit import WheelPlan, check_claims, plan_wheel
-from repro.wheel.install import Installed, Scheme, install_plan
+from repro.wheel.install import Installed, install_plan
+from repro.wheel.scheme import Scheme
 
 # Wheels unpacked at once are held to this many bytes (or one wheel, when larger), so
 # that with `drop` the disk never holds much more than the venv.

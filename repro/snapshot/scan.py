@@ -266,6 +266,17 @@ def link_outside(path: str, root: str) -> str | None:
     return None
 
 
+def _interpreters(facts: EnvironmentFacts) -> list[str]:
+    """The paths an installer may have written into a script's `#!` line for this
+    environment: its interpreter, as named and resolved, and its python, python3, pythonX.Y."""
+    scripts = Path(facts.python.scripts)
+    major_minor = ".".join(facts.python.version.split(".")[:2])
+    names = ["python", "python3", f"python{major_minor}"]
+    found = [facts.python.executable, *(str(scripts / n) for n in names)]
+    found.append(os.path.realpath(facts.python.executable))
+    return list(dict.fromkeys(found))
+
+
 class _Checker:
     """Judges each result against the RECORD row of its file, as results come back."""
 
@@ -273,8 +284,8 @@ class _Checker:
         self._owned = owned
         self._venv = venv
         self.skipped: list[SkippedFile] = []
-        self._facts = facts
         self._scripts_dir = os.path.normpath(facts.python.scripts)
+        self._interpreters = _interpreters(facts)
         self._missing = os.strerror(errno.ENOENT)
         self._unreadable: list[tuple[str, UnreadableFile]] = []
         self.patched: list[PatchedFile] = []
@@ -323,7 +334,7 @@ class _Checker:
         if result.digest == entry.sha256:
             return result
         if os.path.dirname(path) == self._scripts_dir and only_shebang_differs(
-            Path(path), entry.sha256, item.dist, self._facts
+            Path(path), entry.sha256, self._interpreters, Path(item.dist.metadata_dir)
         ):
             return result
         refused = link_outside(path, self._venv)  # a changed file: is it a link out?

@@ -14,7 +14,8 @@ header (no member's data) and refuses, naming the wheel, the member and the rule
 - a destination the wheel does not own: the venv's own files (`pyvenv.cfg`,
   `bin/python*`, `bin/activate*`, a file where the venv has a directory), another
   distribution's `.dist-info`, anything outside the venv, or one destination twice;
-- entry points that are not INI, or whose name or object reference is not plain.
+- entry points that are not INI, or whose name or object reference is not plain
+  (repro.wheel.entrypoints reads them).
 
 Destinations are judged as paths relative to the venv, normalized (`Member.key`), so a
 route through `.data/data/bin/`, `.data/scripts/` or an entry point ends at the same
@@ -26,14 +27,12 @@ In the spirit of pypa/installer's `WheelSource` / `SchemeDictionaryDestination`.
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import itertools
 import os
 import re
 import stat
 import struct
-import unicodedata
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -47,8 +46,9 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion
 
-from repro.errors import InputError, InstallError
+from repro.errors import EntryPointsError, InputError, InstallError
 from repro.install.state import STATE_DIR
+from repro.wheel.entrypoints import ENTRY_POINTS, checked_scripts
 from repro.wheel.record import record_rows
 from repro.wheel.scheme import SCHEME_KEYS, Scheme
 
@@ -74,8 +74,6 @@ _HASHES = frozenset(hashlib.algorithms_guaranteed) - {"md5", "sha1", "shake_128"
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _GENERATED = ("INSTALLER", "REQUESTED", "RECORD")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_PIP_VERSIONED = re.compile(r"pip(\d+(\.\d+)?)?$")
-_EASY_INSTALL_VERSIONED = re.compile(r"easy_install(-\d+\.\d+)?$")
 # The file names in the scripts directory that are the venv's own (lowercase prefixes:
 # python, python3, python3.11, activate, activate.fish, Activate.ps1).
 _VENV_SCRIPTS = ("python", "activate")
@@ -419,70 +417,6 @@ def _checked_digest(member: _Raw, listed: dict[str, tuple[str, str]], wheel: Pat
     return digest
 
 
-# -- entry points ---------------------------------------------------------------------
-
-
-def _plain_name(script: str) -> bool:
-    return (
-        bool(script)
-        and script not in (".", "..")
-        and "/" not in script
-        and "\\" not in script
-        and script == script.strip()
-        and not any(unicodedata.category(c)[0] in "CZ" and c != " " for c in script)
-    )
-
-
-def _dotted(text: str) -> bool:
-    return bool(text) and all(part.isidentifier() for part in text.split("."))
-
-
-def entry_points(
-    data: bytes, wheel: Path, version: tuple[int, int] | None
-) -> list[tuple[str, str, str]]:
-    """(script name, module, attribute path) of each console and GUI entry point, with
-    pip's versioned names for pip and easy_install (`pip`, `pipX`, `pipX.Y` of the
-    target's Python, whatever versioned names the wheel lists)."""
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    try:
-        parser.read_string(data.decode("utf-8"))
-    except (UnicodeDecodeError, configparser.Error) as exc:
-        raise refuse(wheel, "entry_points.txt", f"not UTF-8 INI ({exc})") from exc
-    found: list[tuple[str, str, str]] = []
-    for section in ("console_scripts", "gui_scripts"):
-        if not parser.has_section(section):
-            continue
-        scripts: dict[str, str] = {k.strip(): v for k, v in parser.items(section)}
-        if section == "console_scripts" and version is not None:
-            scripts = _pip_names(scripts, version)
-        for script, value in scripts.items():
-            target = value.partition("[")[0].strip()
-            module, _, attrs = target.partition(":")
-            module, attrs = module.strip(), attrs.strip()
-            if not _plain_name(script) or not _dotted(module) or not _dotted(attrs):
-                rule = "bad entry point: not a plain script name and module:object reference"
-                raise refuse(wheel, f"entry point {script!r} = {value!r}", rule)
-            found.append((script, module, attrs))
-    return found
-
-
-def _pip_names(scripts: dict[str, str], version: tuple[int, int]) -> dict[str, str]:
-    """pip's own rule (operations/install/wheel.py, ENSUREPIP_OPTIONS unset): the
-    versioned names of `pip` and `easy_install` are made for the target's Python."""
-    major, minor = version
-    out = dict(scripts)
-    pip = out.pop("pip", None)
-    if pip is not None:
-        out = {k: v for k, v in out.items() if not _PIP_VERSIONED.match(k)}
-        out.update({"pip": pip, f"pip{major}": pip, f"pip{major}.{minor}": pip})
-    easy = out.pop("easy_install", None)
-    if easy is not None:
-        out = {k: v for k, v in out.items() if not _EASY_INSTALL_VERSIONED.match(k)}
-        out.update({"easy_install": easy, f"easy_install-{major}.{minor}": easy})
-    return out
-
-
 # -- the plan -------------------------------------------------------------------------
 
 
@@ -569,8 +503,11 @@ def _plan(
             )
         )  # fmt: skip
     generated: list[Generated] = []
-    if f"{dist_info}/entry_points.txt" in by_name:
-        found = entry_points(small("entry_points.txt"), wheel, scheme.version)
+    if f"{dist_info}/{ENTRY_POINTS}" in by_name:
+        try:
+            found = checked_scripts(small(ENTRY_POINTS), ENTRY_POINTS, scheme.version)
+        except EntryPointsError as exc:
+            raise InstallError(f"{wheel.name}: {exc.message}", hint=_HINT) from exc
         for command, module, attrs in found:
             dest, key, record = place("scripts", command, f"entry point {command!r}")
             content = scheme.script(module, attrs)

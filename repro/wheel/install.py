@@ -36,9 +36,8 @@ from repro.wheel.audit import (
     refuse,
 )
 from repro.wheel.record import RecordRow, record_hash, render_record
-from repro.wheel.scheme import INSTALLER_NAME, Scheme, shebang
-
-__all__ = ["INSTALLER_NAME", "Installed", "Scheme", "install_plan", "install_wheel", "shebang"]
+from repro.wheel.scheme import Scheme
+from repro.wheel.scripts import shebang
 
 _CHUNK = 1 << 20
 _SMALL = 1 << 16  # a member this small is read in one pread

@@ -25,7 +25,6 @@ and permissions, so the same install always gives a byte-identical wheel.
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import os
 import shutil
@@ -41,7 +40,7 @@ from pathlib import Path
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
 
-from repro.errors import PatchedFilesError, VaultError
+from repro.errors import EntryPointsError, PatchedFilesError, VaultError
 from repro.hashing import CHUNK_SIZE, HashResult, file_digest
 from repro.snapshot.installed import (
     InstalledDist,
@@ -49,6 +48,7 @@ from repro.snapshot.installed import (
     read_metadata_name_version,
 )
 from repro.snapshot.scan import link_outside
+from repro.wheel.entrypoints import read_scripts
 from repro.wheel.record import (
     RecordEntry,
     RecordRow,
@@ -56,7 +56,7 @@ from repro.wheel.record import (
     read_dist_record,
     render_record,
 )
-from repro.wheel.scripts import restore_shebang, script_entry_points
+from repro.wheel.scripts import restore_shebang
 from repro.wheel.zipwriter import ZipMember, ZipPlan
 
 PristineSource = Callable[[str], bytes | None]
@@ -143,13 +143,10 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def console_script_names(dist_info: Path) -> frozenset[str]:
     """Names of the wrappers an installer generates from entry_points.txt."""
-    path = dist_info / "entry_points.txt"
-    if not path.is_file():
-        return frozenset()
     try:
-        return frozenset(script_entry_points(path.read_text(encoding="utf-8")))
-    except (configparser.Error, OSError, UnicodeDecodeError) as exc:
-        raise VaultError(f"{path}: cannot parse: {exc}") from exc
+        return frozenset(read_scripts(dist_info))
+    except EntryPointsError as exc:
+        raise VaultError(exc.message) from exc
 
 
 def wheel_file_tags(path: Path) -> frozenset[str]:

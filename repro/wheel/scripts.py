@@ -1,21 +1,54 @@
-"""Scripts an installer rewrote: the `#!` line it writes, and the console-script
-wrappers it generates from entry_points.txt.
-
-The scan uses these to tell such a script from a patch (`only_shebang_differs`); the
-wheel rebuild to give a script back the `#!python` line it had in the wheel
-(`restore_shebang`).
+"""Scripts and their `#!` lines, both ways: the line and the console-script wrapper an
+installer writes (`shebang`, `entry_point_script`: repro's installer), and how a script
+an installer rewrote is told from a patch (`only_shebang_differs`: the scan) and given
+back the `#!python` line it had in the wheel (`restore_shebang`: the rebuild).
 """
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from repro.snapshot.environment import DistributionFacts, EnvironmentFacts
+from repro.errors import EntryPointsError
+from repro.wheel.entrypoints import read_scripts, reference
+
+# pip's limit: a longer `#!` line is cut by the kernel (BINPRM_BUF_SIZE, 128 bytes).
+_SHEBANG_MAX = 127
+
+# uv's template (pip's differs only in stripping the suffix with a regular expression)
+_ENTRY_POINT_SCRIPT = """\
+# -*- coding: utf-8 -*-
+import sys
+from {module} import {head}
+if __name__ == "__main__":
+    if sys.argv[0].endswith("-script.pyw"):
+        sys.argv[0] = sys.argv[0][:-11]
+    elif sys.argv[0].endswith(".exe"):
+        sys.argv[0] = sys.argv[0][:-4]
+    sys.exit({call}())
+"""
+
+
+def shebang(python: Path) -> bytes:
+    """The `#!` line(s) a script starts with: the interpreter's path, or, where the kernel
+    would cut it or split it at a space, pip's `/bin/sh` trampoline."""
+    text = str(python)
+    if len(text) + 2 <= _SHEBANG_MAX and " " not in text:
+        return f"#!{text}\n".encode()
+    quoted = text.replace("'", "'\"'\"'")
+    return f"#!/bin/sh\n'''exec' '{quoted}' \"$0\" \"$@\"\n' '''\n".encode()
+
+
+def entry_point_script(python: Path, module: str, attrs: str) -> bytes:
+    """The script of a console or GUI entry point, run by `python` (module and attrs are
+    checked dotted names: repro.wheel.entrypoints.checked_scripts)."""
+    head = attrs.partition(".")[0]
+    body = _ENTRY_POINT_SCRIPT.format(module=module, head=head, call=attrs)
+    return shebang(python) + body.encode()
+
 
 _TRAMPOLINE = re.compile(
     rb"\A#!/bin/sh\n'''exec' (\"[^\"]*\"|'[^']*'|\S+) \"\$0\" \"\$@\"\n' '''\n"
@@ -77,21 +110,12 @@ def shebang_candidates(interpreters: Iterable[str]) -> list[bytes]:
     return headers
 
 
-def _interpreters(facts: EnvironmentFacts) -> list[str]:
-    scripts = Path(facts.python.scripts)
-    major_minor = ".".join(facts.python.version.split(".")[:2])
-    names = ["python", "python3", f"python{major_minor}"]
-    found = [facts.python.executable, *(str(scripts / n) for n in names)]
-    found.append(os.path.realpath(facts.python.executable))
-    return list(dict.fromkeys(found))
-
-
 def only_shebang_differs(
-    path: Path, recorded_sha256: str | None, dist: DistributionFacts, facts: EnvironmentFacts
+    path: Path, recorded_sha256: str | None, interpreters: Iterable[str], dist_info: Path
 ) -> bool:
     """Whether the installed script `path` differs from what RECORD lists only by the `#!`
-    line an installer wrote (for one of the environment's interpreters), or is a console
-    script wrapper the installer generated for `dist`."""
+    line an installer wrote (for one of the environment's `interpreters`), or is a console
+    script wrapper the installer generated for the distribution of `dist_info`."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -100,27 +124,25 @@ def only_shebang_differs(
     if parts is None:
         return False
     _, body = parts
-    for header in shebang_candidates(_interpreters(facts)):
+    for header in shebang_candidates(interpreters):
         if hashlib.sha256(header + body).hexdigest() == recorded_sha256:
             return True
-    return _is_generated_console_script(path.name, body, dist)
+    return _is_generated_console_script(path.name, body, dist_info)
 
 
-def _is_generated_console_script(name: str, body: bytes, dist: DistributionFacts) -> bool:
-    """An entry-point wrapper the installer generated for a console script of `dist`: its body
-    imports exactly the object entry_points.txt names (the venv may have moved, so the original
-    interpreter path is unknown)."""
-    entry_points = Path(dist.metadata_dir) / "entry_points.txt"
+def _is_generated_console_script(name: str, body: bytes, dist_info: Path) -> bool:
+    """An entry-point wrapper the installer generated for a console script of the
+    distribution: its body imports exactly the object entry_points.txt names (the venv may
+    have moved, so the original interpreter path is unknown)."""
     try:
-        text = entry_points.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    target = _console_script_target(text, name)
+        target = read_scripts(dist_info).get(name)
+    except EntryPointsError:
+        return False  # unreadable: the script is judged as any other file
     if target is None:
         return False
-    module, _, attribute = target.partition(":")
-    import_name = attribute.split(".")[0].strip()
-    expected = f"from {module.strip()} import {import_name}".encode()
+    module, attrs = reference(target)
+    import_name = attrs.partition(".")[0]
+    expected = f"from {module} import {import_name}".encode()
     lines = [line.strip() for line in body.splitlines()]
     allowed = {b"", b"# -*- coding: utf-8 -*-", b"import re", b"import sys"}
     for line in lines:
@@ -128,26 +150,3 @@ def _is_generated_console_script(name: str, body: bytes, dist: DistributionFacts
             continue
         return False
     return expected in lines
-
-
-def script_entry_points(text: str) -> dict[str, str]:
-    """`console_scripts` and `gui_scripts` of an entry_points.txt, name -> `module:attr`,
-    read as an INI file by configparser, as pypa/installer reads it to write the wrappers
-    (one reader for the scan and the rebuild, not a line loop of its own). Raises
-    configparser.Error on a file that is not INI."""
-    # strict=False: a name listed twice is read (the last wins), not refused
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, strict=False)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(text)
-    found: dict[str, str] = {}
-    for section in ("console_scripts", "gui_scripts"):
-        if parser.has_section(section):
-            found.update((name, value.strip()) for name, value in parser.items(section))
-    return found
-
-
-def _console_script_target(text: str, name: str) -> str | None:
-    try:
-        return script_entry_points(text).get(name)
-    except configparser.Error:
-        return None
