@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from repro.errors import InstallError
+from repro.install.vaultinstall import RESERVED
 from repro.wheel.install import install_wheel
 from repro.wheel.scheme import Scheme
 from tests.hostilewheels import record_row
@@ -152,6 +153,7 @@ def _venv_layout(prefix: Path) -> Scheme:
         data=prefix,
         include_site=prefix / "include" / "site" / f"python{version}",
         python=prefix / "bin" / "python",
+        reserved=RESERVED,
         version=sys.version_info[:2],
     )
 

@@ -184,6 +184,7 @@ class StreamedInstall:
                 data=self._staged(venv, venv),
                 include_site=self._staged(final.include_site, venv),
                 python=final.python,
+                reserved=final.reserved,
                 version=final.version,
             ),
             layout=relative_layout(described.scheme),

@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 from repro.bundle import layout
 from repro.errors import InstallError
 from repro.hashing import sha256_file
+from repro.install.state import STATE_DIR
 from repro.install.targetsite import run_no_site
 from repro.snapshot.lock import Pin
 from repro.wheel.audit import WheelPlan, check_claims, plan_wheel
@@ -135,6 +136,11 @@ def choose_wheel_names(
     return chosen, tuple(missing)
 
 
+# What no wheel writes into the venv: where the venv is the target itself, TARGET/.repro
+# holds the unpack's state and the venv step's record of the interpreter (venvguard)
+RESERVED = ((STATE_DIR, "repro's own (the unpack's state)"),)
+
+
 def venv_scheme(interpreter: Path, described: Interpreter) -> Scheme:
     data = described.scheme
     prefix = Path(data["prefix"])
@@ -146,6 +152,7 @@ def venv_scheme(interpreter: Path, described: Interpreter) -> Scheme:
         data=prefix,
         include_site=prefix / "include" / "site" / f"python{major}.{minor}",
         python=interpreter,
+        reserved=RESERVED,
         version=(major, minor),
     )
 

@@ -12,8 +12,9 @@ header (no member's data) and refuses, naming the wheel, the member and the rule
 - a member without a RECORD row that hashes it (RECORD and its signatures aside), or
   whose row's size is not the member's;
 - a destination the wheel does not own: the venv's own files (`pyvenv.cfg`,
-  `bin/python*`, `bin/activate*`, a file where the venv has a directory), another
-  distribution's `.dist-info`, anything outside the venv, or one destination twice;
+  `bin/python*`, `bin/activate*`, a file where the venv has a directory), what the
+  scheme reserves (`TARGET/.repro` for the unpack), another distribution's
+  `.dist-info`, anything outside the venv, or one destination twice;
 - entry points that are not INI, or whose name or object reference is not plain
   (repro.wheel.entrypoints reads them).
 
@@ -47,7 +48,6 @@ from packaging.utils import (
 from packaging.version import InvalidVersion
 
 from repro.errors import EntryPointsError, InputError, InstallError
-from repro.install.state import STATE_DIR
 from repro.wheel.entrypoints import ENTRY_POINTS, checked_scripts
 from repro.wheel.record import record_rows
 from repro.wheel.scheme import SCHEME_KEYS, Scheme
@@ -370,10 +370,9 @@ class _Layout:
             return "outside the venv"
         if key == "pyvenv.cfg":
             return "pyvenv.cfg is the venv's own"
-        if key == STATE_DIR or key.startswith(STATE_DIR + "/"):
-            # where the venv is the target itself, TARGET/.repro holds the unpack's state
-            # and the venv step's record of the interpreter (venvguard): repro's own
-            return f"{STATE_DIR}/ is repro's own (the unpack's state)"
+        for reserved, why in self.scheme.reserved:
+            if key == reserved or key.startswith(reserved + "/"):
+                return f"{reserved}/ is {why}"
         if key in self.venv_dirs or key == "lib":
             return "a directory of the venv itself"
         head, _, base = key.rpartition("/")

@@ -23,6 +23,9 @@ class Scheme:
     data: Path  # the venv's prefix
     include_site: Path  # headers go to include_site / <distribution name>
     python: Path  # the interpreter scripts are pointed at
+    # Directories of the venv (relative, "/"-separated) no wheel writes, each with why:
+    # the caller's own (repro's unpack state, where the venv is the target itself)
+    reserved: tuple[tuple[str, str], ...]
     # The target interpreter's (major, minor): pip's versioned script names (pip3.11)
     # are made for it; None leaves the wheel's names as they are.
     version: tuple[int, int] | None = None
