@@ -24,7 +24,6 @@ from repro.snapshot.indexcheck import (
 )
 from repro.snapshot.installed import (
     InstalledDist,
-    SchemePaths,
     list_installed,
     scheme_paths,
 )
@@ -36,6 +35,7 @@ from repro.wheel.rebuild import (
     rebuild_wheel,
 )
 from repro.wheel.record import read_dist_record
+from repro.wheel.scheme import SchemePaths
 from repro.wheel.scripts import restore_shebang
 
 PYPI = "https://pypi.org/simple/"

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import HeaderParser
@@ -22,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
 from repro.redaction import scrub_document
+from repro.wheel.scheme import SchemePaths
 
 PROBE_TIMEOUT = 60.0
 
@@ -48,39 +48,6 @@ class InstalledDist:
             return None
         url = self.direct_url.get("url")
         return url if isinstance(url, str) else None
-
-
-@dataclass(frozen=True)
-class SchemePaths:
-    """Where an interpreter installs each wheel scheme (sysconfig names)."""
-
-    purelib: Path
-    platlib: Path
-    scripts: Path
-    data: Path
-    include: Path
-
-    @classmethod
-    def from_sysconfig(cls, paths: Mapping[str, str]) -> SchemePaths:
-        return cls(
-            purelib=Path(paths["purelib"]),
-            platlib=Path(paths["platlib"]),
-            scripts=Path(paths["scripts"]),
-            data=Path(paths["data"]),
-            include=Path(paths["include"]),
-        )
-
-    @classmethod
-    def for_venv_site_packages(cls, site_packages: Path) -> SchemePaths:
-        """Guess the scheme of a POSIX venv from `<prefix>/lib/pythonX.Y/site-packages`."""
-        prefix = site_packages.parent.parent.parent
-        return cls(
-            purelib=site_packages,
-            platlib=site_packages,
-            scripts=prefix / "bin",
-            data=prefix,
-            include=prefix / "include" / site_packages.parent.name,
-        )
 
 
 _SYSCONFIG_SCRIPT = "import sysconfig,json;print(json.dumps(sysconfig.get_paths()))"

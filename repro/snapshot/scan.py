@@ -28,7 +28,7 @@ from repro.hashing import (
     KnownFiles,
     ProgressCallback,
     file_digest,
-    not_regular,
+    link_outside,
 )
 from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.wheel.record import RecordEntry, join_record_path, read_record
@@ -240,30 +240,6 @@ def _special(mode: int) -> bool:
 
 def _real_prefix(facts: EnvironmentFacts) -> str:
     return os.path.realpath(facts.python.prefix)
-
-
-def link_outside(path: str, root: str) -> str | None:
-    """Why the file at `path` is not taken, or None: a symbolic link is taken (as the file
-    it names) only when it resolves to a regular file under `root`; FIFOs, sockets and
-    devices never. Decided by lstat: nothing is opened."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None  # gone: the read reports it
-    if stat.S_ISREG(info.st_mode):
-        return None
-    if not stat.S_ISLNK(info.st_mode):
-        return not_regular(info.st_mode)
-    target = os.path.realpath(path)
-    where = os.readlink(path)
-    if os.path.commonpath([target, root]) != root:
-        return f"a symbolic link to {where}, outside {root}: not followed, not carried"
-    try:
-        if not stat.S_ISREG(os.stat(target).st_mode):
-            return f"a symbolic link to {where}, not to a regular file: not carried"
-    except OSError:
-        return f"a symbolic link to {where}, which does not exist: not carried"
-    return None
 
 
 def _interpreters(facts: EnvironmentFacts) -> list[str]:

@@ -39,7 +39,7 @@ from packaging.version import InvalidVersion, Version
 from repro.errors import VaultError
 from repro.hashing import default_jobs, sha256_file
 from repro.snapshot.indexcheck import IndexReport, check_index, target_tags
-from repro.snapshot.installed import InstalledDist, SchemePaths
+from repro.snapshot.installed import InstalledDist
 from repro.snapshot.originalwheels import (
     fetch_from_indexes,
     file_url_path,
@@ -55,6 +55,7 @@ from repro.wheel.rebuild import (
     build_from_source,
     plan_wheel,
 )
+from repro.wheel.scheme import SchemePaths
 
 WheelsMode = Literal["auto", "all", "none"]
 WheelSource = Literal["original", "rebuilt", "built-from-source", "downloaded"]

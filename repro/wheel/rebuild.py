@@ -36,18 +36,13 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequenc
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Protocol
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name, canonicalize_version
 
 from repro.errors import EntryPointsError, PatchedFilesError, VaultError
-from repro.hashing import CHUNK_SIZE, HashResult, file_digest
-from repro.snapshot.installed import (
-    InstalledDist,
-    SchemePaths,
-    read_metadata_name_version,
-)
-from repro.snapshot.scan import link_outside
+from repro.hashing import CHUNK_SIZE, HashResult, file_digest, link_outside
 from repro.wheel.entrypoints import read_scripts
 from repro.wheel.record import (
     RecordEntry,
@@ -56,8 +51,23 @@ from repro.wheel.record import (
     read_dist_record,
     render_record,
 )
+from repro.wheel.scheme import SchemePaths
 from repro.wheel.scripts import restore_shebang
 from repro.wheel.zipwriter import ZipMember, ZipPlan
+
+
+class InstalledDistribution(Protocol):
+    """An installed distribution as the rebuild reads it (the pack's InstalledDist)."""
+
+    @property
+    def name(self) -> str: ...  # as its METADATA says
+    @property
+    def version(self) -> str: ...
+    @property
+    def dist_info(self) -> Path: ...
+    @property
+    def site_packages(self) -> Path: ...
+
 
 PristineSource = Callable[[str], bytes | None]
 """Given a path as RECORD lists it, return the file's pristine bytes, or None."""
@@ -234,7 +244,7 @@ def _arcname(entry: RecordEntry, layout: _Layout) -> tuple[str, str, bool] | Non
     )
 
 
-def _read_wheel_file(dist: InstalledDist) -> tuple[bool, list[Tag], str | None] | None:
+def _read_wheel_file(dist: InstalledDistribution) -> tuple[bool, list[Tag], str | None] | None:
     path = dist.dist_info / "WHEEL"
     if not path.is_file():
         return None
@@ -291,7 +301,7 @@ DigestTable = Mapping[str, HashResult]
 
 
 def rebuild_wheel(
-    dist: InstalledDist,
+    dist: InstalledDistribution,
     out_dir: Path,
     *,
     scheme: SchemePaths | None = None,
@@ -321,7 +331,7 @@ def rebuild_wheel(
 
 
 def plan_wheel(
-    dist: InstalledDist,
+    dist: InstalledDistribution,
     *,
     scheme: SchemePaths | None = None,
     pristine: PristineSource | None = None,
@@ -383,7 +393,7 @@ def plan_wheel(
     wheel_arc = f"{dist_info_name}/WHEEL"
     if wheel_arc not in members:
         extra[wheel_arc] = _synthesized_wheel(root_is_purelib, tags, build)
-    name, version = read_metadata_name_version(dist.dist_info)
+    name, version = dist.name, dist.version
     ordered = sorted([*members, *extra], key=lambda a: _member_order(a, dist_info_name))
 
     planned: list[ZipMember] = []

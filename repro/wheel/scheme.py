@@ -1,9 +1,11 @@
-"""Where a venv keeps each kind of file, and the files an installer writes itself
-(entry-point scripts, INSTALLER): shared by the plan (audit) and the writer
-(install)."""
+"""Where a venv keeps each kind of file: `Scheme`, the installer's destination (shared
+by the plan, audit, and the writer, install, with the files an installer writes itself:
+entry-point scripts, INSTALLER), and `SchemePaths`, an interpreter's install scheme as
+the pack reads it (where the rebuild finds scripts, headers and data)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,3 +45,36 @@ class Scheme:
 
     def installer_line(self) -> bytes:
         return f"{INSTALLER_NAME}\n".encode()
+
+
+@dataclass(frozen=True)
+class SchemePaths:
+    """Where an interpreter installs each wheel scheme (sysconfig names)."""
+
+    purelib: Path
+    platlib: Path
+    scripts: Path
+    data: Path
+    include: Path
+
+    @classmethod
+    def from_sysconfig(cls, paths: Mapping[str, str]) -> SchemePaths:
+        return cls(
+            purelib=Path(paths["purelib"]),
+            platlib=Path(paths["platlib"]),
+            scripts=Path(paths["scripts"]),
+            data=Path(paths["data"]),
+            include=Path(paths["include"]),
+        )
+
+    @classmethod
+    def for_venv_site_packages(cls, site_packages: Path) -> SchemePaths:
+        """Guess the scheme of a POSIX venv from `<prefix>/lib/pythonX.Y/site-packages`."""
+        prefix = site_packages.parent.parent.parent
+        return cls(
+            purelib=site_packages,
+            platlib=site_packages,
+            scripts=prefix / "bin",
+            data=prefix,
+            include=prefix / "include" / site_packages.parent.name,
+        )

@@ -24,13 +24,14 @@ from repro.snapshot import services as unit_capture
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import IndexConfig, read_index_config
-from repro.snapshot.installed import InstalledDist, SchemePaths, list_installed, scheme_paths
+from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
 from repro.snapshot.lock import Pin, pins_from_facts, run_pip_freeze
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.requirements_check import UnmetRequirement, check_environment
 from repro.snapshot.stages.options import PackOptions, Progress, default_cache_dir
 from repro.snapshot.stages.output import output_is_file
 from repro.snapshot.stages.workspace import capture_units
+from repro.wheel.scheme import SchemePaths
 from repro.workspace import workspace_config
 
 if TYPE_CHECKING:
