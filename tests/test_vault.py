@@ -31,7 +31,7 @@ from repro.snapshot.vault import build_vault, vault_reasons
 from repro.wheel.rebuild import (
     CarryPatched,
     console_script_names,
-    plan_wheel,
+    plan_rebuild,
     rebuild_wheel,
 )
 from repro.wheel.record import read_dist_record
@@ -201,7 +201,7 @@ def test_rebuilt_wheel_lays_out_data_scripts_and_headers(
         bin_mode = archive.getinfo("vaultdemo-0.1.0.data/scripts/vaultdemo-bin").external_attr
     assert binary == (source_env.scheme.scripts / "vaultdemo-bin").read_bytes()
     assert binary.startswith(b"\x7fELF-like") and (bin_mode >> 16) & 0o111
-    plan = plan_wheel(source_env.dists["vaultdemo"], scheme=source_env.scheme)
+    plan = plan_rebuild(source_env.dists["vaultdemo"], scheme=source_env.scheme)
     by_name = {m.arcname: m for m in plan.zip.members}
     # the #! script is held to be rewritten; the other streams from disk, not kept in memory
     assert by_name["vaultdemo-0.1.0.data/scripts/vaultdemo-tool"].data is not None
@@ -562,14 +562,14 @@ def test_planning_can_take_the_scans_results_it_replaces(source_env: SourceEnv) 
     from (pack then holds a file once); the plan itself is the same as without."""
     from repro.snapshot.environment import probe_environment
     from repro.snapshot.scan import scan_environment
-    from repro.wheel.rebuild import plan_wheel
+    from repro.wheel.rebuild import plan_rebuild
 
     scan = scan_environment(probe_environment(source_env.python), crc_for=["six", "idna"])
     table = dict(scan.digests)
     six = source_env.dists["six"]
-    kept = plan_wheel(six, scheme=source_env.scheme, digests=table)
+    kept = plan_rebuild(six, scheme=source_env.scheme, digests=table)
     assert table == scan.digests
-    taken = plan_wheel(six, scheme=source_env.scheme, digests=table, consume=True)
+    taken = plan_rebuild(six, scheme=source_env.scheme, digests=table, consume=True)
     assert taken == kept
     sources = {m.source for m in taken.zip.members if m.source is not None}
     assert sources and not sources & set(table)  # six's files: taken

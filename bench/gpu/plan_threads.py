@@ -22,7 +22,7 @@ from repro.snapshot.installed import InstalledDist, list_installed
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.scan import scan_environment
 from repro.snapshot.scancache import ScanCache
-from repro.wheel.rebuild import plan_wheel
+from repro.wheel.rebuild import plan_rebuild
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
 
     def one(dist: InstalledDist) -> int:
         try:
-            return len(plan_wheel(dist, digests=scan.digests).zip.members)
+            return len(plan_rebuild(dist, digests=scan.digests).zip.members)
         except PatchedFilesError:
             return 0
 

@@ -51,9 +51,9 @@ from repro.wheel.rebuild import (
     BuiltWheel,
     DigestTable,
     PristineSource,
-    WheelPlan,
+    RebuildPlan,
     build_from_source,
-    plan_wheel,
+    plan_rebuild,
 )
 from repro.wheel.scheme import SchemePaths
 
@@ -158,7 +158,7 @@ class PlannedWheel:
     reason: str
     source: WheelSource
     path: Path | None = None
-    plan: WheelPlan | None = None
+    plan: RebuildPlan | None = None
 
     @property
     def size(self) -> int:
@@ -273,7 +273,7 @@ def plan_vault(
                 return PlannedWheel(
                     dist.name, dist.version, built.filename, reason, "built-from-source", built.path
                 )
-            plan = plan_wheel(
+            plan = plan_rebuild(
                 dist,
                 scheme=scheme,
                 pristine=(pristine or {}).get(dist.canonical_name),

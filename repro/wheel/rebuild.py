@@ -281,7 +281,7 @@ def _member_order(arcname: str, dist_info: str) -> tuple[int, str]:
 
 
 @dataclass(frozen=True)
-class WheelPlan:
+class RebuildPlan:
     """A rebuilt wheel before it is written: its name and every byte it will hold."""
 
     name: str
@@ -309,8 +309,8 @@ def rebuild_wheel(
     fallback_tags: Sequence[Tag] = (),
     source_date_epoch: int | None = None,
 ) -> BuiltWheel:
-    """Rebuild `dist`'s wheel from its installed files into `out_dir` (see plan_wheel)."""
-    plan = plan_wheel(
+    """Rebuild `dist`'s wheel from its installed files into `out_dir` (see plan_rebuild)."""
+    plan = plan_rebuild(
         dist,
         scheme=scheme,
         pristine=pristine,
@@ -330,7 +330,7 @@ def rebuild_wheel(
     return BuiltWheel(target, digest, plan.unverified)
 
 
-def plan_wheel(
+def plan_rebuild(
     dist: InstalledDistribution,
     *,
     scheme: SchemePaths | None = None,
@@ -339,7 +339,7 @@ def plan_wheel(
     source_date_epoch: int | None = None,
     digests: DigestTable | None = None,
     consume: bool = False,
-) -> WheelPlan:
+) -> RebuildPlan:
     """Plan `dist`'s wheel from its installed files, each checked against RECORD.
 
     `scheme` says where the environment keeps scripts, headers and data (defaults to the
@@ -427,7 +427,7 @@ def plan_wheel(
     record = render_record(rows)
     planned.append(ZipMember.from_bytes(record_arc, record))
     unverified = tuple(sorted(m.record.path for m in members.values() if m.record.sha256 is None))
-    return WheelPlan(
+    return RebuildPlan(
         name=name,
         version=version,
         filename=wheel_filename(name, version, tags, build),

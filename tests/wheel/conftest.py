@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from repro.install.vaultinstall import RESERVED
+from repro.wheel.scheme import Scheme
 
 BUILD_TIMEOUT = 300
 
@@ -79,3 +83,24 @@ def real_wheel(tmp_path_factory: pytest.TempPathFactory) -> RealWheel:
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("wheeldemo-1.0-*.whl")
     return RealWheel(wheel, "wheeldemo-1.0.dist-info", "wheeldemo-1.0.data")
+
+
+def venv_layout(prefix: Path) -> Scheme:
+    """A venv's directory tree below `prefix` (the scheme of this interpreter, a
+    `bin/python` link to it, a `pyvenv.cfg`) and repro's installer's scheme for it."""
+    paths = sysconfig.get_paths("posix_prefix", vars={"base": str(prefix), "platbase": str(prefix)})
+    for key in ("purelib", "platlib", "scripts"):
+        Path(paths[key]).mkdir(parents=True, exist_ok=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (prefix / "bin" / "python").symlink_to(sys.executable)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return Scheme(
+        purelib=Path(paths["purelib"]),
+        platlib=Path(paths["platlib"]),
+        scripts=Path(paths["scripts"]),
+        data=prefix,
+        include_site=prefix / "include" / "site" / f"python{version}",
+        python=prefix / "bin" / "python",
+        reserved=RESERVED,
+        version=sys.version_info[:2],
+    )
