@@ -1,19 +1,25 @@
-"""A real wheel for the tests of repro.wheel: a small project built by setuptools and the
-`wheel` package (`pip wheel --no-build-isolation`, from the test venv's own tools), so its
-RECORD, entry_points.txt and `#!python` script are what a build backend writes."""
+"""Support for the tests of repro.wheel: a real wheel (a small project built by
+setuptools and the `wheel` package with `pip wheel --no-build-isolation`, from the test
+venv's own tools, so its RECORD, entry_points.txt and `#!python` script are what a build
+backend writes), wheels made here with zipfile (`make_wheel`), a fresh venv per test
+(`venv`) and a venv's layout without an interpreter of its own (`venv_layout`)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import stat
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from repro.install.vaultinstall import RESERVED
+from repro.install.vaultinstall import RESERVED, describe_interpreter, venv_scheme
 from repro.wheel.scheme import Scheme
 
 BUILD_TIMEOUT = 300
@@ -103,4 +109,67 @@ def venv_layout(prefix: Path) -> Scheme:
         python=prefix / "bin" / "python",
         reserved=RESERVED,
         version=sys.version_info[:2],
+    )
+
+
+def record_of(files: dict[str, bytes]) -> bytes:
+    rows = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{name},sha256={digest},{len(data)}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+def make_wheel(
+    directory: Path,
+    name: str = "demo",
+    version: str = "1.0",
+    *,
+    files: dict[str, bytes] | None = None,
+    purelib: bool = True,
+    entry_points: str = "",
+    compression: int = zipfile.ZIP_STORED,
+    modes: dict[str, int] | None = None,
+    tag: str = "py3-none-any",
+) -> Path:
+    dist_info = f"{name}-{version}.dist-info"
+    members = dict(files if files is not None else {f"{name}/__init__.py": b"VALUE = 1\n"})
+    members[f"{dist_info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    )
+    root = "true" if purelib else "false"
+    wheel_meta = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: {root}\nTag: {tag}\n"
+    members[f"{dist_info}/WHEEL"] = wheel_meta.encode()
+    if entry_points:
+        members[f"{dist_info}/entry_points.txt"] = entry_points.encode()
+    record = record_of(members) + f"{dist_info}/RECORD,,\n".encode()
+    members[f"{dist_info}/RECORD"] = record
+    path = directory / f"{name}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", compression) as archive:
+        for member, data in members.items():
+            info = zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = compression
+            info.external_attr = ((modes or {}).get(member, 0o644) | stat.S_IFREG) << 16
+            archive.writestr(info, data)
+    return path
+
+
+@pytest.fixture()
+def venv(tmp_path: Path) -> Path:
+    target = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    return target
+
+
+def scheme_of(venv: Path) -> Scheme:
+    python = venv / "bin" / "python"
+    return venv_scheme(python, describe_interpreter(python))
+
+
+def nothing_of_demo_in(venv: Path) -> bool:
+    """True when no file of the demo wheel reached the venv."""
+    scheme = scheme_of(venv)
+    return (
+        not any(path.name.startswith("demo") for path in (scheme.purelib.iterdir()))
+        and not (scheme.scripts / "demo-cli").exists()
     )

@@ -16,7 +16,6 @@ import hashlib
 import io
 import os
 import sys
-import sysconfig
 import tempfile
 import warnings
 import zipfile
@@ -26,10 +25,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from repro.errors import InstallError
-from repro.install.vaultinstall import RESERVED
 from repro.wheel.install import install_wheel
-from repro.wheel.scheme import Scheme
 from tests.hostilewheels import record_row
+from tests.wheel.conftest import venv_layout
 
 DIST_INFO = "demo-1.0.dist-info"
 DATA = "demo-1.0.data"
@@ -139,25 +137,6 @@ def wheels(draw: st.DrawFn) -> bytes:
     return bytes(raw)
 
 
-def _venv_layout(prefix: Path) -> Scheme:
-    paths = sysconfig.get_paths("posix_prefix", vars={"base": str(prefix), "platbase": str(prefix)})
-    for key in ("purelib", "platlib", "scripts"):
-        Path(paths[key]).mkdir(parents=True, exist_ok=True)
-    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    (prefix / "bin" / "python").symlink_to(sys.executable)
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return Scheme(
-        purelib=Path(paths["purelib"]),
-        platlib=Path(paths["platlib"]),
-        scripts=Path(paths["scripts"]),
-        data=prefix,
-        include_site=prefix / "include" / "site" / f"python{version}",
-        python=prefix / "bin" / "python",
-        reserved=RESERVED,
-        version=sys.version_info[:2],
-    )
-
-
 def _files(root: Path) -> set[Path]:
     return {
         Path(dirpath, name)
@@ -180,7 +159,7 @@ def test_a_random_wheel_installs_inside_the_venv_or_is_refused(data: bytes) -> N
     with tempfile.TemporaryDirectory(prefix="repro-fuzz-") as temp:
         sandbox = Path(temp)
         prefix = sandbox / "venv"
-        scheme = _venv_layout(prefix)
+        scheme = venv_layout(prefix)
         wheel = sandbox / "wheel" / "demo-1.0-py3-none-any.whl"
         wheel.parent.mkdir()
         wheel.write_bytes(data)
