@@ -20,10 +20,10 @@ from repro.archive.reader import ArchiveLimits, iter_members
 from repro.archive.tarformat import name_problem
 from repro.archive.writer import DeterministicTarWriter, member_order
 from repro.bundle.info import load_bundle_info
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.manifest import format_manifest, normalize_path, parse_manifest
 from repro.bundle.patchset import load_patchset
 from repro.errors import ReproError
-from repro.snapshot.lock import read_requirements_lock
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

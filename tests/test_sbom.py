@@ -22,7 +22,7 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from repro import _toml
-from repro.snapshot.lock import parse_requirements_lock
+from repro.bundle.lock import parse_requirements_lock
 from repro.verbs.sbom import SBOM_MEMBER, serial_number
 from tests._bundles import BundlePair, run_cli, tamper
 from tests.nvsmi import fake_nvidia_smi

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from repro.bundle.lock import Pin
 from repro.errors import InstallError
 from repro.install.vaultinstall import (
     choose_wheels,
@@ -28,7 +29,6 @@ from repro.install.vaultinstall import (
     venv_scheme,
 )
 from repro.install.wheelinstall import Scheme, install_wheel, shebang
-from repro.snapshot.lock import Pin
 from tests.hostilewheels import (
     RawMember,
     raw_member,

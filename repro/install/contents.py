@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.bundle import layout
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import BundleFormatError, InputError
 from repro.install.services import check_units
 from repro.install.sources import check_lock_options
 from repro.snapshot.environment import normalize_name
-from repro.snapshot.lock import read_requirements_lock
 
 
 def check_bundle_contents(bundle_dir: Path, where: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo
+from repro.bundle.lock import LockFile, read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.errors import InstallError, PreflightError, SmokeError
 from repro.hashing import sha256_file
@@ -73,7 +74,6 @@ from repro.install.workspace import (
     venv_dir,
 )
 from repro.snapshot.environment import normalize_name
-from repro.snapshot.lock import LockFile, read_requirements_lock
 from repro.snapshot.services import render_unit
 
 NO_EXEC_SMOKE = (

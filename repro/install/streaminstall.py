@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from repro.bundle import layout
 from repro.bundle.info import load_bundle_info
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.vault import load_vault
 from repro.errors import InstallError
 from repro.install.contents import hashes_by_pin
@@ -52,7 +53,6 @@ from repro.install.wheelaudit import Claims, plan_wheel
 from repro.install.wheelinstall import Installed, Scheme, install_plan
 from repro.install.workspace import venv_dir
 from repro.snapshot.environment import normalize_name
-from repro.snapshot.lock import read_requirements_lock
 
 _WHEELS = f"{layout.WHEELS}/"
 _SCHEME_DIRS = ("purelib", "platlib", "scripts")

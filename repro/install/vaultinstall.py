@@ -23,12 +23,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from repro.bundle import layout
+from repro.bundle.lock import Pin
 from repro.errors import InstallError
 from repro.hashing import sha256_file
 from repro.install.targetsite import run_no_site
 from repro.install.wheelaudit import WheelPlan, check_claims, plan_wheel
 from repro.install.wheelinstall import Installed, Scheme, install_plan
-from repro.snapshot.lock import Pin
 
 # Wheels unpacked at once are held to this many bytes (or one wheel, when larger), so
 # that with `drop` the disk never holds much more than the venv.

@@ -42,12 +42,12 @@ from repro import __version__, _toml
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.layout import BUNDLE_TOML, MANIFEST_NAMES, PATCHES_TOML, VAULT_TOML
+from repro.bundle.lock import LockFile, parse_requirements_lock
 from repro.bundle.manifest import format_manifest
 from repro.bundle.patchset import PatchEntry, PatchSet, load_patchset
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import BundleFormatError, InputError, VerificationError
 from repro.hashing import sha256_bytes
-from repro.snapshot.lock import LockFile, parse_requirements_lock
 from repro.verbs.view import KEEP_LIMIT, SHOWN_BUDGET, load_bundle
 
 SBOM_MEMBER = layout.SBOM

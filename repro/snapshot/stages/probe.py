@@ -16,16 +16,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from repro.bundle.lock import IndexConfig, Pin
 from repro.bundle.signing import find_ssh_keygen
 from repro.config import Config
 from repro.errors import UsageError
 from repro.redaction import is_secret_name
 from repro.snapshot import services as unit_capture
 from repro.snapshot.environment import EnvironmentFacts, find_interpreter
+from repro.snapshot.freeze import pins_from_facts, run_pip_freeze
 from repro.snapshot.indexcheck import target_tags
-from repro.snapshot.indexes import IndexConfig, read_index_config
+from repro.snapshot.indexes import read_index_config
 from repro.snapshot.installed import InstalledDist, SchemePaths, list_installed, scheme_paths
-from repro.snapshot.lock import Pin, pins_from_facts, run_pip_freeze
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.requirements_check import UnmetRequirement, check_environment
 from repro.snapshot.stages.options import PackOptions, Progress, default_cache_dir
