@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.lock import Pin
 from repro.errors import ProbeError
 from repro.redaction import scrub_text
-from repro.snapshot.environment import EnvironmentFacts
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from repro.bundle.environment import DistributionFacts, EnvironmentFacts, ModuleFacts, TorchFacts
 from repro.gpu.cubin import elf_archs
 from repro.probe.environment import KEY_MODULES
-from repro.snapshot.environment import (
-    DistributionFacts,
-    EnvironmentFacts,
-    ModuleFacts,
-    TorchFacts,
-    normalize_name,
-    probe_environment,
-)
+from repro.snapshot.environment import normalize_name, probe_environment
 
 TORCH_VERSION_FILE = Path("torch") / "version.py"
 TORCH_CUDA_LIBRARY = Path("torch") / "lib" / "libtorch_cuda.so"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from repro.archive.tarformat import uncarried_name
+from repro.bundle.environment import DistributionFacts, EnvironmentFacts
 from repro.bundle.manifest import printable_path
 from repro.bundle.patchset import PatchKind
 from repro.hashing import (
@@ -30,7 +31,7 @@ from repro.hashing import (
     file_digest,
     not_regular,
 )
-from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
+from repro.snapshot.environment import normalize_name
 from repro.snapshot.record import RecordEntry, join_record_path, read_record
 from repro.snapshot.scripts import only_shebang_differs
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from repro.snapshot.environment import DistributionFacts, EnvironmentFacts
+from repro.bundle.environment import DistributionFacts, EnvironmentFacts
 
 _TRAMPOLINE = re.compile(
     rb"\A#!/bin/sh\n'''exec' (\"[^\"]*\"|'[^']*'|\S+) \"\$0\" \"\$@\"\n' '''\n"

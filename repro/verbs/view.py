@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 
 from repro.archive.reader import iter_members
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts, facts_from_dict
 from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info
 from repro.bundle.layout import (
     BUNDLE_TOML,
@@ -39,7 +40,6 @@ from repro.bundle.stream import open_archive
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
-from repro.snapshot.environment import EnvironmentFacts, facts_from_dict
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.pack import source_info
 from repro.snapshot.scan import scan_environment

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from repro import __version__
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import (
     BundleInfo,
     Gpu,
@@ -23,7 +24,6 @@ from repro.bundle.info import (
 )
 from repro.config import Config
 from repro.diffapply import count_diff_lines
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.models import ModelReference
 from repro.snapshot.patchcollect import CollectedPatch
 from repro.snapshot.reproduce import PatchSummary, ReproduceFacts

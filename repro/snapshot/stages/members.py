@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 from repro import __version__
 from repro.archive.writer import source_date_epoch
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import BundleInfo, dump_bundle_info
 from repro.bundle.manifest import ProgressSink
 from repro.bundle.patchset import dump_patchset
 from repro.redaction import scrub_text
 from repro.snapshot.bundlewriter import Fill, Generated, Members, write_bundle
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.patchcollect import CollectedPatch
 from repro.snapshot.reproduce import render_reproduce, render_setup_env
 from repro.snapshot.requirements_check import UnmetRequirement, describe_unmet

@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.lock import IndexConfig, Pin
 from repro.bundle.signing import find_ssh_keygen
 from repro.config import Config
 from repro.errors import UsageError
 from repro.redaction import is_secret_name
 from repro.snapshot import services as unit_capture
-from repro.snapshot.environment import EnvironmentFacts, find_interpreter
+from repro.snapshot.environment import find_interpreter
 from repro.snapshot.freeze import pins_from_facts, run_pip_freeze
 from repro.snapshot.indexcheck import target_tags
 from repro.snapshot.indexes import read_index_config

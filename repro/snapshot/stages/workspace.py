@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from repro.archive.tarformat import uncarried_name
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import Engine, LaunchCommand, LaunchInfo
 from repro.bundle.manifest import printable_path
 from repro.config import Config
 from repro.redaction import scrub_text
 from repro.servecmd import DEFAULT_PORTS
 from repro.snapshot import services as unit_capture
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.leftout import (
     LeftOut,
     LeftOutKind,
