@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from packaging.utils import canonicalize_name
+
 from repro.bundle import layout
 from repro.bundle.info import load_bundle_info
 from repro.bundle.lock import read_requirements_lock
@@ -52,7 +54,6 @@ from repro.install.vaultinstall import (
 from repro.install.wheelaudit import Claims, plan_wheel
 from repro.install.wheelinstall import Installed, Scheme, install_plan
 from repro.install.workspace import venv_dir
-from repro.snapshot.environment import normalize_name
 
 _WHEELS = f"{layout.WHEELS}/"
 _SCHEME_DIRS = ("purelib", "platlib", "scripts")
@@ -201,7 +202,7 @@ class StreamedInstall:
         try:
             if self._failed.is_set():
                 return
-            if digest not in plan.hashes.get(normalize_name(pin), ()):
+            if digest not in plan.hashes.get(canonicalize_name(pin), ()):
                 raise InstallError(
                     f"{wheel.name}: sha256 {digest} is not the one {layout.VAULT_TOML} "
                     f"lists for {pin}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from collections.abc import Mapping
 from importlib import resources
@@ -21,11 +20,6 @@ from repro.errors import ProbeError, UsageError
 from repro.interpreter import resolve_python
 
 VENV_DIRS = ("venv", ".venv", "env")
-
-
-def normalize_name(name: str) -> str:
-    """PEP 503 normalisation."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def probe_script() -> Path:
