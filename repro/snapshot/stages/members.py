@@ -180,7 +180,7 @@ def _add_workspace(members: Members, workspace: WorkspaceParts, source: Path) ->
 def _add_sbom(members: Members) -> None:
     """env/sbom.cdx.json, made once every other member is written: from their bytes (the
     lock files' as filled in) and digests, as `repro sbom` makes it from the bundle."""
-    from repro.verbs.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
+    from repro.bundle.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
 
     written = {rel: c for rel, c in members.items.items() if isinstance(c, bytes)}
 
