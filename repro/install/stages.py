@@ -75,7 +75,7 @@ from repro.install.workspace import (
     restore_workspace,
     venv_dir,
 )
-from repro.snapshot.services import render_unit
+from repro.unitrender import render_unit
 
 NO_EXEC_SMOKE = (
     "--no-exec: no rung runs (each starts the rebuilt interpreter, which runs the .pth "
