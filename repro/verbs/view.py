@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from repro.archive.reader import iter_members
 from repro.bundle import layout
 from repro.bundle.environment import EnvironmentFacts, facts_from_dict
-from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info
+from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info, source_info
 from repro.bundle.layout import (
     BUNDLE_TOML,
     ENVIRONMENT,
@@ -42,7 +42,6 @@ from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
 from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.pack import source_info
 from repro.snapshot.scan import scan_environment
 from repro.verbs.check import TargetKind, classify_target
 
