@@ -28,10 +28,10 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from repro.unitname import VARIABLES
 from repro.unittext import unit_assignments
 
 PREFIX_CHARS = "-@+!:"
-KEPT_VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
 _SIMPLE_ESCAPES = {
     "a": "\a",
     "b": "\b",
@@ -213,7 +213,7 @@ def expand_words(
 ) -> list[str]:
     """systemd's variable expansion of an already split command line; the variables
     of `provided` (set on the target, by the secrets drop-in) stay as ${NAME}."""
-    kept = {*KEPT_VARIABLES, *provided}
+    kept = {*VARIABLES, *provided}
     argv: list[str] = []
     for word in words:
         whole = _WHOLE_VARIABLE.fullmatch(word.text)

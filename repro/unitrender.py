@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from repro.errors import UsageError
 from repro.unitexec import EXEC_KEYS, split_words
+from repro.unitname import VARIABLES
 from repro.unittext import UnitLine, forbidden_character, physical_lines, unit_lines
 
 _BLANKS = " \t\n\r"
@@ -315,3 +316,13 @@ def _env_escaped(path: str, state: str, name: str, where: str) -> str:
             hint="choose a --target (or --models) without quotes",
         )
     return path
+
+
+def render_unit(template: str, values: dict[str, str]) -> str:
+    """Fill ${REPRO_*} variables in plain text (a launch command's argv); other ${...}
+    (systemd's own) stay as they are. Unit text is rendered by `render_unit_text`,
+    which escapes each path for its setting."""
+    for name in VARIABLES:
+        if name in values:
+            template = template.replace(f"${{{name}}}", values[name])
+    return template

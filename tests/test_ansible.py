@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from repro.snapshot.lock import read_requirements_lock
+from repro.bundle.lock import read_requirements_lock
 from tests._bundles import tamper
 from tests._venvs import VenvRecipe, cached_venv, find_python
 from tests.bootbundles import make_workspace, member_names, pack_workspace, read_member

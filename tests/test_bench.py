@@ -310,7 +310,7 @@ def test_repro_check_starts_without_importing_other_commands() -> None:
         "finally:\n"
         "    heavy = sorted(m for m in sys.modules if m.startswith(("
         "'repro.verbs.demo', 'repro.snapshot', 'repro.install', 'repro.ladder', 'requests',"
-        " 'repro.verbs.sbom', 'cyclonedx')))\n"
+        " 'repro.verbs.sbom', 'repro.bundle.sbom', 'cyclonedx')))\n"
         "    print('HEAVY', heavy)\n"
     )
     completed = subprocess.run(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from repro.bundle.limits import KEEP_LIMIT
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.diffapply import count_diff_lines, unified_diff
 from repro.errors import BundleFormatError
 from repro.verbs.diff import diff_vault, version_change
-from repro.verbs.view import KEEP_LIMIT, should_keep
+from repro.verbs.view import should_keep
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""repro.install.fetch against a real HTTP server on 127.0.0.1 (tests/httpfiles.py)
+"""repro.bundle.fetch against a real HTTP server on 127.0.0.1 (tests/httpfiles.py)
 that drops the connection mid-body, ignores Range or If-Range, or replaces the file
 between requests: a resumed download gives the same bytes, and a body that is not
 one file's bytes in order is an error naming the URL, never a silent mix."""
@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 import requests
 
+from repro.bundle.fetch import ResumableHTTPStream
 from repro.errors import InputError
-from repro.install.fetch import ResumableHTTPStream
 from tests.httpfiles import PATH, Version, file_server
 
 BODY = hashlib.sha256(b"bundle").digest() * 40_000  # 1.28 MB: several reads

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle.lock import read_requirements_lock
 from repro.errors import InstallError
 from repro.install import installer
 from repro.install.installer import InstallPlan, create_venv, install_lock
 from repro.install.sources import PYPI, package_sources
-from repro.snapshot.lock import read_requirements_lock
 
 SIX = "a" * 64
 IDNA = "b" * 64

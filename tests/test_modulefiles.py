@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from repro import _toml
-from repro.snapshot.environment import facts_from_dict, probe_environment
+from repro.bundle.environment import facts_from_dict
+from repro.snapshot.environment import probe_environment
 from repro.snapshot.modulefiles import (
     TorchVersionFile,
     arch_sort_key,

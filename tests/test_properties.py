@@ -9,21 +9,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 import tarfile
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from packaging.utils import canonicalize_name
 
 from repro.archive.reader import ArchiveLimits, iter_members
 from repro.archive.tarformat import name_problem
 from repro.archive.writer import DeterministicTarWriter, member_order
 from repro.bundle.info import load_bundle_info
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.manifest import format_manifest, normalize_path, parse_manifest
 from repro.bundle.patchset import load_patchset
 from repro.errors import ReproError
-from repro.snapshot.lock import read_requirements_lock
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -232,3 +234,15 @@ def test_archive_round_trip_for_arbitrary_names(files: dict[str, bytes]) -> None
     assert read == admitted
     for rel, data in admitted.items():
         assert writer.digests[rel] == hashlib.sha256(data).hexdigest()
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.text(st.sampled_from([*"aZ09-_.", "İ", "ß", "K", "\u212a", "é"]), max_size=16))
+def test_name_normalisation_is_pep_503(name: str) -> None:
+    """Every name repro compares (pins, vault wheels, patched distributions) goes through
+    `packaging.utils.canonicalize_name`: PEP 503's `re.sub(r"[-_.]+", "-", name).lower()`,
+    which repro's own `normalize_name` was, the same for every string."""
+    assert canonicalize_name(name) == re.sub(r"[-_.]+", "-", name).lower()

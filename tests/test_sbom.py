@@ -22,8 +22,8 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from repro import _toml
-from repro.snapshot.lock import parse_requirements_lock
-from repro.verbs.sbom import SBOM_MEMBER, serial_number
+from repro.bundle.lock import parse_requirements_lock
+from repro.bundle.sbom import SBOM_MEMBER, serial_number
 from tests._bundles import BundlePair, run_cli, tamper
 from tests.nvsmi import fake_nvidia_smi
 
@@ -227,7 +227,8 @@ def test_cyclonedx_is_imported_only_to_make_an_sbom() -> None:
         "from repro.cli import cli\n"
         "for args in (['--help'], ['pack', '--help'], ['sbom', '--help']):\n"
         "    cli.main(args, standalone_mode=False)\n"
-        "loaded = [m for m in sys.modules if m.startswith(('cyclonedx', 'repro.verbs.sbom'))]\n"
+        "sbom = ('cyclonedx', 'repro.bundle.sbom', 'repro.verbs.sbom')\n"
+        "loaded = [m for m in sys.modules if m.startswith(sbom)]\n"
         "print('LOADED', sorted(loaded))\n"
     )
     completed = subprocess.run(

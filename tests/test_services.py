@@ -7,6 +7,8 @@ import pytest
 from repro.dropin import REQUIRED_MARK, required_names
 from repro.errors import InputError
 from repro.snapshot import services
+from repro.unitname import validate_unit_name
+from repro.unitrender import render_unit
 
 
 def _unit(tmp_path: Path, venv: Path, home: Path, env_file: Path) -> Path:
@@ -44,7 +46,7 @@ def test_capture_unit_templates_paths_and_redacts_env_file(tmp_path: Path) -> No
     assert required_names(env_text) == ("HF_TOKEN", "API_KEY")
     assert "NCCL_DEBUG=INFO" in env_text
     assert set(env.redacted) == {"HF_TOKEN", "API_KEY"}
-    rendered = services.render_unit(text, {"REPRO_VENV": "/srv/new/venv", "REPRO_HOME": "/srv/new"})
+    rendered = render_unit(text, {"REPRO_VENV": "/srv/new/venv", "REPRO_HOME": "/srv/new"})
     assert "ExecStart=/srv/new/venv/bin/python" in rendered
 
 
@@ -63,7 +65,7 @@ def test_longest_path_wins(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["../evil.service", "evil", ".hidden.service", "a/b.service"])
 def test_bad_unit_names_refused(name: str) -> None:
     with pytest.raises(InputError, match="not a systemd unit name"):
-        services.validate_unit_name(name, source="test")
+        validate_unit_name(name, source="test")
 
 
 def test_missing_named_unit(tmp_path: Path) -> None:

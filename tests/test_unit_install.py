@@ -27,8 +27,8 @@ from repro.install.unitinstall import (
     place_units,
     refuse_conflicts,
 )
-from repro.snapshot.services import validate_unit_name
 from repro.unitexec import unit_commands
+from repro.unitname import validate_unit_name
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle.lock import Pin
 from repro.errors import InstallError
 from repro.install.vaultinstall import (
     choose_wheels,
@@ -17,7 +18,6 @@ from repro.install.vaultinstall import (
     install_from_vault,
     supported_tags,
 )
-from repro.snapshot.lock import Pin
 from tests.wheel.conftest import make_wheel, scheme_of
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle.limits import KEEP_LIMIT, PARSED_LIMIT, SHOWN_BUDGET
 from repro.bundle.manifest import MANIFEST_NAME, format_manifest
-from repro.verbs.view import KEEP_LIMIT, PARSED_LIMIT, SHOWN_BUDGET
 from tests.bundles import TOP, make_bundle_tree
 from tests.conftest import REPO_ROOT
 

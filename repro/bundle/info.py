@@ -20,6 +20,7 @@ from typing import Any, Literal
 import tomli_w
 
 from repro import _toml
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.tomltable import TomlTable, choice, is_int
 from repro.errors import BundleFormatError
 
@@ -144,6 +145,42 @@ class BundleInfo:
 
 
 # --- loading -------------------------------------------------------------------------
+
+
+def source_info(facts: EnvironmentFacts) -> SourceInfo:
+    """bundle.toml's [source]: the facts of the environment a bundle is packed from
+    (pack) or a view of a live one is made from (`repro diff`)."""
+    torch = next((m for m in facts.modules if m.module == "torch"), None)
+    torch_facts = torch.torch if torch else None
+    gpus = tuple(
+        Gpu(
+            name=gpu.name,
+            compute_capability=gpu.compute_cap or "",
+            memory_mib=_mebibytes(gpu.memory_total),
+        )
+        for gpu in facts.nvidia_smi.gpus
+    )
+    driver = next((g.driver_version for g in facts.nvidia_smi.gpus if g.driver_version), None)
+    libc = facts.platform.libc_version
+    return SourceInfo(
+        python=facts.python.version,
+        implementation=facts.python.implementation,
+        platform=facts.platform.platform,
+        glibc=libc or "",
+        torch=(torch.distribution_version or torch.version) if torch else None,
+        torch_cuda=torch_facts.cuda if torch_facts else None,
+        torch_arch_list=tuple(torch_facts.arch_list) if torch_facts else (),
+        gpus=gpus,
+        driver=driver,
+        cuda_driver_version=facts.nvidia_smi.driver_cuda_version,
+    )
+
+
+def _mebibytes(memory_total: str | None) -> int:
+    """nvidia-smi's memory.total as MiB: "97871 MiB" (csv with units, as the probe asks
+    it) or a bare "97871"; 0 when it says nothing usable ("[N/A]")."""
+    number, _, unit = (memory_total or "").strip().partition(" ")
+    return int(number) if number.isdigit() and unit in ("", "MiB") else 0
 
 
 def _load_source(table: TomlTable) -> SourceInfo:
@@ -284,7 +321,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
             "created", f"must be an RFC 3339 UTC time like 2026-01-31T12:00:00Z, not {created!r}"
         )
     source_table = top.table("source", required=True)
-    source_info = _load_source(source_table) if source_table else SourceInfo("", "", "", "")
+    origin = _load_source(source_table) if source_table else SourceInfo("", "", "", "")
     launch_table = top.table("launch", required=False)
     launch = LaunchInfo()
     if launch_table is not None:
@@ -320,7 +357,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
         version=version_text,
         created=created,
         tool_version=tool_version,
-        source=source_info,
+        source=origin,
         launch=launch,
         ladder=ladder,
         models=models,

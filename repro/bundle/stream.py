@@ -1,6 +1,6 @@
 """An archive's bytes as one stream, whichever way a verb was given the bundle.
 
-`-` is stdin, an http(s) URL is its body (repro.install.fetch.ResumableHTTPStream:
+`-` is stdin, an http(s) URL is its body (repro.bundle.fetch.ResumableHTTPStream:
 streamed, resumed with Range after a dropped connection, as `repro unpack` reads
 it), anything else a file. check, inspect and diff read bundles through here.
 """
@@ -27,7 +27,7 @@ def open_archive(target: str) -> Iterator[tuple[BinaryIO, str]]:
         return
     if is_url(target):
         # imported here: requests costs every other verb's start-up
-        from repro.install.fetch import ResumableHTTPStream
+        from repro.bundle.fetch import ResumableHTTPStream
 
         with ResumableHTTPStream(target) as remote:
             yield cast(BinaryIO, remote), target

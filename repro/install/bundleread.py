@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 from repro.archive.extract import extract_archive
 from repro.bundle import layout
+from repro.bundle.fetch import ResumableHTTPStream
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.manifest import ProgressSink
 from repro.bundle.manifestcheck import CheckReport
@@ -24,7 +25,6 @@ from repro.bundle.manifesttree import verify_directory
 from repro.bundle.signing import SignaturePolicy, verify_signature
 from repro.errors import InputError, VerificationError
 from repro.install.contents import check_bundle_contents
-from repro.install.fetch import ResumableHTTPStream
 from repro.install.staging import LOCK_SUFFIX, STAGED_VENV, staging_dir
 from repro.install.streaminstall import StreamedInstall
 from repro.treecopy import copy_bundle_dir

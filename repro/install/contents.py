@@ -12,14 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from repro.bundle import layout
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import BundleFormatError, InputError
 from repro.install.services import check_units
 from repro.install.sources import check_lock_options
-from repro.snapshot.environment import normalize_name
-from repro.snapshot.lock import read_requirements_lock
 
 
 def check_bundle_contents(bundle_dir: Path, where: str) -> None:
@@ -92,7 +93,7 @@ def hashes_by_pin(entries: Iterable[VaultEntry]) -> dict[str, tuple[str, ...]]:
     """Normalized pin name -> the sha256 of each listed wheel of it."""
     hashes: dict[str, tuple[str, ...]] = {}
     for entry in entries:
-        name = normalize_name(entry.name)
+        name = canonicalize_name(entry.name)
         hashes[name] = (*hashes.get(name, ()), entry.sha256)
     return hashes
 

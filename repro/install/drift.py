@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, load_bundle_info
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
 from repro.hashing import hash_files
@@ -27,7 +28,6 @@ from repro.install.state import STATE_DIR, UnpackState, load_state
 from repro.install.targetsite import read_installed, site_packages_of, venv_site_dirs
 from repro.install.venvguard import recorded, trusted_interpreter, venv_differences
 from repro.install.workspace import venv_dir
-from repro.snapshot.lock import read_requirements_lock
 
 KEPT_BUNDLE = "bundle"
 

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
+from repro.bundle.lock import Pin, read_requirements_lock, render_pins_only
 from repro.errors import InstallError, UsageError
 from repro.install.targetsite import read_installed
 from repro.install.tether import run_tethered
@@ -39,7 +40,6 @@ from repro.install.vaultinstall import (
     supported_tags,
     venv_scheme,
 )
-from repro.snapshot.lock import Pin, read_requirements_lock, render_pins_only
 from repro.wheel.audit import check_claims, plan_wheel
 
 Installer = Literal["vault", "uv", "pip"]

@@ -16,8 +16,8 @@ from repro.bundle import layout
 from repro.dropin import required_names, unset_names
 from repro.errors import InstallError
 from repro.install.atomic import atomic_write
-from repro.snapshot.services import validate_unit_name
 from repro.unitexec import unit_commands
+from repro.unitname import validate_unit_name
 from repro.unitrender import render_env_text, render_unit_text
 from repro.unittext import physical_lines, unit_assignments, unit_lines
 

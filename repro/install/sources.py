@@ -4,7 +4,7 @@ A bundle's `env/requirements.lock` may name the indexes it was packed against
 (`--index-url`, `--extra-index-url`, `--find-links` lines written by `repro pack`).
 Those lines are read as data, checked here, and put on the installer's argv by repro;
 the installer itself is given a lock of `name==version` (+ `--hash`) lines only
-(`repro.snapshot.lock.render_pins_only`), so it expands no `${VAR}` and takes no option
+(`repro.bundle.lock.render_pins_only`), so it expands no `${VAR}` and takes no option
 from the file. Under `--offline` the recorded indexes are not used at all: the vault
 is the only source.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from repro.bundle import layout
+from repro.bundle.lock import LockFile, LockOption
 from repro.errors import BundleFormatError
-from repro.snapshot.lock import LockFile, LockOption
 
 PYPI = "https://pypi.org/simple"
 # What pip and uv would expand or split on, and what no index URL needs.

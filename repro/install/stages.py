@@ -19,8 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo
+from repro.bundle.lock import LockFile, read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.errors import InstallError, PreflightError, SmokeError
 from repro.hashing import sha256_file
@@ -72,9 +75,7 @@ from repro.install.workspace import (
     restore_workspace,
     venv_dir,
 )
-from repro.snapshot.environment import normalize_name
-from repro.snapshot.lock import LockFile, read_requirements_lock
-from repro.snapshot.services import render_unit
+from repro.unitrender import render_unit
 
 NO_EXEC_SMOKE = (
     "--no-exec: no rung runs (each starts the rebuilt interpreter, which runs the .pth "
@@ -118,8 +119,8 @@ def disk_need(bundle_dir: Path, lock: LockFile, options: UnpackOptions) -> int:
     installed = pack_facts(bundle_dir).installed_bytes
     sizes = {p.name: p.stat().st_size for p in vault_wheel_files(bundle_dir)}
     vault_bytes = sum(sizes.values())
-    by_pin = {(normalize_name(e.name), e.version) for e in vault_entries(bundle_dir)}
-    covered = all((normalize_name(p.name), p.version) in by_pin for p in lock.pins)
+    by_pin = {(canonicalize_name(e.name), e.version) for e in vault_entries(bundle_dir)}
+    covered = all((canonicalize_name(p.name), p.version) in by_pin for p in lock.pins)
     if options.installer not in ("auto", "vault") or not covered:
         return installed + vault_bytes
     if options.keep_bundle:

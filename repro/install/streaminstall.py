@@ -32,8 +32,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from packaging.utils import canonicalize_name
+
 from repro.bundle import layout
 from repro.bundle.info import load_bundle_info
+from repro.bundle.lock import read_requirements_lock
 from repro.bundle.vault import load_vault
 from repro.errors import InstallError
 from repro.install.contents import hashes_by_pin
@@ -49,8 +52,6 @@ from repro.install.vaultinstall import (
     venv_scheme,
 )
 from repro.install.workspace import venv_dir
-from repro.snapshot.environment import normalize_name
-from repro.snapshot.lock import read_requirements_lock
 from repro.wheel.audit import Claims, plan_wheel
 from repro.wheel.install import Installed, install_plan
 from repro.wheel.scheme import Scheme
@@ -203,7 +204,7 @@ class StreamedInstall:
         try:
             if self._failed.is_set():
                 return
-            if digest not in plan.hashes.get(normalize_name(pin), ()):
+            if digest not in plan.hashes.get(canonicalize_name(pin), ()):
                 raise InstallError(
                     f"{wheel.name}: sha256 {digest} is not the one {layout.VAULT_TOML} "
                     f"lists for {pin}"

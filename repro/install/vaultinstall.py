@@ -23,11 +23,11 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from repro.bundle import layout
+from repro.bundle.lock import Pin
 from repro.errors import InstallError
 from repro.hashing import sha256_file
 from repro.install.state import STATE_DIR
 from repro.install.targetsite import run_no_site
-from repro.snapshot.lock import Pin
 from repro.wheel.audit import WheelPlan, check_claims, plan_wheel
 from repro.wheel.install import Installed, install_plan
 from repro.wheel.scheme import Scheme

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from repro.ladder.model import LaunchSpec
 
-VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
 _VARIABLE = re.compile(r"\$\{(REPRO_[A-Z]+)\}")
 
 

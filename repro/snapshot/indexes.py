@@ -14,23 +14,14 @@ import configparser
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro import _toml
+from repro.bundle.lock import IndexConfig
 from repro.errors import ConfigError
 
 _CREDENTIALS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    index_url: str | None = None
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    local: tuple[str, ...] = ()  # file:// URLs and paths: recorded, not portable
-    origins: Mapping[str, str] = field(default_factory=dict)  # url -> where it was found
 
 
 def strip_credentials(url: str) -> str:

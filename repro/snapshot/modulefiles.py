@@ -15,16 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
+from repro.bundle.environment import DistributionFacts, EnvironmentFacts, ModuleFacts, TorchFacts
 from repro.gpu.cubin import elf_archs
 from repro.probe.environment import KEY_MODULES
-from repro.snapshot.environment import (
-    DistributionFacts,
-    EnvironmentFacts,
-    ModuleFacts,
-    TorchFacts,
-    normalize_name,
-    probe_environment,
-)
+from repro.snapshot.environment import probe_environment
 
 TORCH_VERSION_FILE = Path("torch") / "version.py"
 TORCH_CUDA_LIBRARY = Path("torch") / "lib" / "libtorch_cuda.so"
@@ -139,7 +135,7 @@ def module_facts_from_files(facts: EnvironmentFacts) -> tuple[ModuleFacts, ...]:
     modules = []
     for module, dist_names in KEY_MODULES:
         dist = next(
-            (by_name[n] for n in map(normalize_name, dist_names) if n in by_name),
+            (by_name[n] for n in map(canonicalize_name, dist_names) if n in by_name),
             None,
         )
         if dist is None:

@@ -19,7 +19,7 @@ from repro.bundle.manifest import ProgressSink
 from repro.errors import NotAsRecorded
 from repro.snapshot.stages import locks, members, output, probe, report, scanning, vaulting
 from repro.snapshot.stages import workspace as workspace_stage
-from repro.snapshot.stages.info import source_info, venv_place
+from repro.snapshot.stages.info import venv_place
 from repro.snapshot.stages.options import (
     PackOptions,
     PackResult,
@@ -48,7 +48,6 @@ __all__ = [
     "next_version",
     "pack",
     "scan_warnings",
-    "source_info",
     "venv_place",
 ]
 

@@ -13,8 +13,9 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from repro.diffapply import unified_diff
-from repro.snapshot.environment import normalize_name
 from repro.snapshot.scan import ScanReport
 
 
@@ -47,7 +48,7 @@ class PristineCache:
 
     def wheels(self, dist: str, version: str) -> list[Path]:
         """Candidate wheels of dist==version: cached ones first, then a download."""
-        key = (normalize_name(dist), version)
+        key = (canonicalize_name(dist), version)
         if key not in self._wheels:
             found = self._from_pip_cache(*key)
             if not found and self.download:
@@ -85,7 +86,7 @@ class PristineCache:
             for top in names:
                 match = re.fullmatch(r"(.+)-([^-]+)\.dist-info", top)
                 if match:
-                    key = f"{normalize_name(match.group(1))}=={match.group(2)}"
+                    key = f"{canonicalize_name(match.group(1))}=={match.group(2)}"
                     index.setdefault(key, []).append(body)
         self._http_index = index
         return index

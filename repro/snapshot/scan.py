@@ -19,7 +19,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from repro.archive.tarformat import uncarried_name
+from repro.bundle.environment import DistributionFacts, EnvironmentFacts
 from repro.bundle.manifest import printable_path
 from repro.bundle.patchset import PatchKind
 from repro.hashing import (
@@ -30,7 +33,6 @@ from repro.hashing import (
     file_digest,
     link_outside,
 )
-from repro.snapshot.environment import DistributionFacts, EnvironmentFacts, normalize_name
 from repro.wheel.record import RecordEntry, join_record_path, read_record
 from repro.wheel.scripts import only_shebang_differs
 
@@ -117,7 +119,7 @@ def select_distributions(
 ) -> tuple[list[DistributionFacts], dict[str, str]]:
     """The distributions to scan, and those that cannot be scanned with the reason."""
     skipped: dict[str, str] = {}
-    wanted = {normalize_name(p) for p in packages} if packages else None
+    wanted = {canonicalize_name(p) for p in packages} if packages else None
     if wanted is not None:
         known = {d.normalized_name for d in facts.distributions}
         for name in sorted(wanted - known):
@@ -164,7 +166,7 @@ def scan_environment(
     top_dirs: dict[str, DistributionFacts] = {}
     all_dists = [d for d in facts.distributions if d.metadata_kind == "dist-info" and d.has_record]
     selected_names = {d.normalized_name for d in dists}
-    crc_names = {normalize_name(n) for n in crc_for}
+    crc_names = {canonicalize_name(n) for n in crc_for}
     # Files are hashed while the RECORDs are still read and package directories walked:
     # the pool starts on the first distribution's files, largest first by RECORD size.
     with HashPipeline(jobs, known) as pipeline:
@@ -223,7 +225,7 @@ def scan_environment(
         dists_skipped=skipped,
         files_checked=checked_files + len(added),
         bytes_checked=checked_bytes + added_bytes,
-        patched=tuple(sorted(patched, key=lambda p: (normalize_name(p.dist), p.path))),
+        patched=tuple(sorted(patched, key=lambda p: (canonicalize_name(p.dist), p.path))),
         unreadable=tuple(unreadable),
         ambiguous_added=tuple(sorted(ambiguous)),
         site_dirs={d.name: d.site_dir for d in dists},

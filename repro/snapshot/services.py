@@ -28,17 +28,10 @@ from repro.redaction import is_secret_name, scrub_text, secret_assignment
 from repro.servecmd import PortNotANumber, model_arguments, serve_command
 from repro.snapshot.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.unitexec import ServiceExec, parse_service
+from repro.unitname import UNIT_SUFFIXES, validate_unit_name
 from repro.unittext import check_unit_text, physical_lines, unit_assignments
 
-UNIT_SUFFIXES = (".service", ".socket", ".timer", ".path", ".target", ".mount")
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
-VARIABLES = ("REPRO_VENV", "REPRO_HOME", "REPRO_MODELS")
-# systemd's unit name grammar (systemd.unit(5), unit_name_is_valid): PREFIX[@INSTANCE]
-# .TYPE of [A-Za-z0-9:_.\-], at most 255 characters, and one rule of repro's own: the
-# name starts with a letter or digit. A leading '-' is systemd's escape of '/' (-.mount
-# is the root file system, -.slice the root slice), never a bundle's own unit.
-_UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?")
-UNIT_NAME_MAX = 255
 
 
 @dataclass(frozen=True)
@@ -111,23 +104,6 @@ class CapturedUnit:
     launch: LaunchCommand | None = None  # when ExecStart= runs a server
     models: tuple[UnitModel, ...] = ()  # model directories ExecStart= names
     secrets: tuple[TakenSecret, ...] = ()  # credentials taken out of the unit
-
-
-def validate_unit_name(name: str, *, source: str) -> None:
-    """A unit's name must be a plain systemd name; it is installed under it."""
-    stem, dot, suffix = name.rpartition(".")
-    if (
-        not dot
-        or f".{suffix}" not in UNIT_SUFFIXES
-        or len(name) > UNIT_NAME_MAX
-        or not _UNIT_NAME.fullmatch(stem)
-    ):
-        raise InputError(
-            f"{source}: {name!r} is not a systemd unit name repro installs",
-            hint=f"a unit file is named PREFIX[@INSTANCE] plus one of {', '.join(UNIT_SUFFIXES)}"
-            f" (at most {UNIT_NAME_MAX} characters of A-Z a-z 0-9 : _ . \\ -, starting "
-            "with a letter or digit); rename it in the workspace and pack again",
-        )
 
 
 def discover_units(services_dir: Path) -> list[Path]:
@@ -352,13 +328,3 @@ def capture_unit(path: Path, paths: PathMap, *, verify: bool = True) -> Captured
         models=models,
         secrets=cleaned.taken,
     )
-
-
-def render_unit(template: str, values: dict[str, str]) -> str:
-    """Fill ${REPRO_*} variables in plain text (a launch command's argv); other ${...}
-    (systemd's own) stay as they are. Unit text is rendered by
-    repro.unitrender.render_unit_text, which escapes each path for its setting."""
-    for name in VARIABLES:
-        if name in values:
-            template = template.replace(f"${{{name}}}", values[name])
-    return template

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.patchset import PatchKind
 from repro.config import WorkspaceTarget
 from repro.errors import ConfigError
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.scan import PatchedFile
 from repro.wheel.record import read_record
 

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from repro.archive.reader import iter_members
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts, ModuleProbe
 from repro.bundle.info import ModelRef
 from repro.bundle.manifest import MANIFEST_NAME, parse_manifest
 from repro.bundle.stream import open_archive
@@ -20,7 +21,6 @@ from repro.bundle.vault import VaultEntry
 from repro.diffapply import count_diff_lines
 from repro.errors import InputError
 from repro.hashing import CHUNK_SIZE
-from repro.snapshot.environment import EnvironmentFacts, ModuleProbe
 from repro.snapshot.modulefiles import probed_by_import
 from repro.verbs.check import TargetKind, classify_target
 from repro.verbs.view import BundleView, MemberBudget, load_bundle

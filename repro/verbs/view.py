@@ -20,7 +20,8 @@ from packaging.utils import canonicalize_name
 
 from repro.archive.reader import iter_members
 from repro.bundle import layout
-from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info
+from repro.bundle.environment import EnvironmentFacts, facts_from_dict
+from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info, source_info
 from repro.bundle.layout import (
     BUNDLE_TOML,
     ENVIRONMENT,
@@ -31,6 +32,7 @@ from repro.bundle.layout import (
     SERVICES,
     VAULT_TOML,
 )
+from repro.bundle.limits import KEEP_LIMIT, MANIFEST_LIMIT, PARSED_LIMIT, SHOWN_BUDGET
 from repro.bundle.manifest import MANIFEST_NAME, parse_manifest
 from repro.bundle.manifestcheck import CheckReport, compare_digests
 from repro.bundle.manifesttree import scan_tree
@@ -39,22 +41,13 @@ from repro.bundle.stream import open_archive
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
-from repro.snapshot.environment import EnvironmentFacts, facts_from_dict
 from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.pack import source_info
 from repro.snapshot.scan import scan_environment
 from repro.verbs.check import TargetKind, classify_target
 
 ViewKind = Literal["archive", "directory", "environment"]
-# What a view holds in memory is bounded whatever the bundle (a 6 MB bundle of highly
-# compressed members held 548 MiB): the members the verbs parse, each at most
-# PARSED_LIMIT (a larger one is an error naming it); the members they only show (patch
-# texts, units, model and workspace files), each at most KEEP_LIMIT and at most
-# SHOWN_BUDGET bytes of each kind in all (patches, and the rest), the others only hashed.
-KEEP_LIMIT = 2 << 20  # a shown member larger than this is hashed but not kept
-PARSED_LIMIT = 16 << 20
-MANIFEST_LIMIT = 64 << 20  # about 600,000 lines
-SHOWN_BUDGET = 32 << 20
+# What a view holds in memory is bounded whatever the bundle (repro.bundle.limits): the
+# members the verbs parse (below), and those they only show within their budget.
 PARSED = frozenset(
     {
         BUNDLE_TOML,

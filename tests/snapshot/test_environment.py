@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from repro.bundle.environment import facts_from_dict
 from repro.errors import ProbeError, UsageError
-from repro.snapshot.environment import facts_from_dict, find_interpreter, probe_environment
+from repro.snapshot.environment import find_interpreter, probe_environment
 from tests.snapshot.conftest import PatchedEnv, Venv
 
 

@@ -12,20 +12,18 @@ import requests
 from packaging.pylock import Pylock
 
 from repro import _toml
-from repro.errors import InputError, PylockError
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.indexes import IndexConfig
-from repro.snapshot.lock import (
+from repro.bundle.lock import (
     DistFile,
+    IndexConfig,
     Pin,
     check_pylock,
-    pins_from_facts,
-    pip_freeze,
     read_requirements_lock,
     render_pylock,
     render_requirements_lock,
-    requires_python_of,
 )
+from repro.errors import InputError, PylockError
+from repro.snapshot.environment import probe_environment
+from repro.snapshot.freeze import pins_from_facts, pip_freeze, requires_python_of
 from tests.snapshot.conftest import PYTHON_311, LockTools, Venv, make_venv, run
 
 PINS = (Pin("six", "1.17.0"), Pin("idna", "3.10"), Pin("attrs", "25.1.0"))

@@ -13,17 +13,10 @@ from pathlib import Path
 
 from repro import __version__
 from repro.bundle import layout
-from repro.bundle.info import (
-    BundleInfo,
-    Gpu,
-    LadderInfo,
-    ModelRef,
-    SourceInfo,
-    WorkspaceInfo,
-)
+from repro.bundle.environment import EnvironmentFacts
+from repro.bundle.info import BundleInfo, LadderInfo, ModelRef, WorkspaceInfo, source_info
 from repro.config import Config
 from repro.diffapply import count_diff_lines
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.models import ModelReference
 from repro.snapshot.patchcollect import CollectedPatch
 from repro.snapshot.reproduce import PatchSummary, ReproduceFacts
@@ -58,40 +51,6 @@ def describe_bundle(
         models=tuple(_model_ref(ref) for ref in workspace.models),
         workspace=WorkspaceInfo(venv=venv_place(source, Path(facts.python.prefix))),
     )
-
-
-def source_info(facts: EnvironmentFacts) -> SourceInfo:
-    torch = next((m for m in facts.modules if m.module == "torch"), None)
-    torch_facts = torch.torch if torch else None
-    gpus = tuple(
-        Gpu(
-            name=gpu.name,
-            compute_capability=gpu.compute_cap or "",
-            memory_mib=_mebibytes(gpu.memory_total),
-        )
-        for gpu in facts.nvidia_smi.gpus
-    )
-    driver = next((g.driver_version for g in facts.nvidia_smi.gpus if g.driver_version), None)
-    libc = facts.platform.libc_version
-    return SourceInfo(
-        python=facts.python.version,
-        implementation=facts.python.implementation,
-        platform=facts.platform.platform,
-        glibc=libc or "",
-        torch=(torch.distribution_version or torch.version) if torch else None,
-        torch_cuda=torch_facts.cuda if torch_facts else None,
-        torch_arch_list=tuple(torch_facts.arch_list) if torch_facts else (),
-        gpus=gpus,
-        driver=driver,
-        cuda_driver_version=facts.nvidia_smi.driver_cuda_version,
-    )
-
-
-def _mebibytes(memory_total: str | None) -> int:
-    """nvidia-smi's memory.total as MiB: "97871 MiB" (csv with units, as the probe asks
-    it) or a bare "97871"; 0 when it says nothing usable ("[N/A]")."""
-    number, _, unit = (memory_total or "").strip().partition(" ")
-    return int(number) if number.isdigit() and unit in ("", "MiB") else 0
 
 
 def _model_ref(ref: ModelReference) -> ModelRef:

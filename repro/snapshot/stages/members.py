@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 from repro import __version__
 from repro.archive.writer import source_date_epoch
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import BundleInfo, dump_bundle_info
 from repro.bundle.manifest import ProgressSink
 from repro.bundle.patchset import dump_patchset
 from repro.redaction import scrub_text
 from repro.snapshot.bundlewriter import Fill, Generated, Members, write_bundle
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.patchcollect import CollectedPatch
 from repro.snapshot.reproduce import render_reproduce, render_setup_env
 from repro.snapshot.requirements_check import UnmetRequirement, describe_unmet
@@ -180,7 +180,7 @@ def _add_workspace(members: Members, workspace: WorkspaceParts, source: Path) ->
 def _add_sbom(members: Members) -> None:
     """env/sbom.cdx.json, made once every other member is written: from their bytes (the
     lock files' as filled in) and digests, as `repro sbom` makes it from the bundle."""
-    from repro.verbs.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
+    from repro.bundle.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
 
     written = {rel: c for rel, c in members.items.items() if isinstance(c, bytes)}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from repro.archive.common import Compression
+from repro.bundle.environment import EnvironmentFacts
 from repro.config import Config
 from repro.errors import UsageError
 from repro.snapshot.bundlewriter import can_defer_digests
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.stages.options import PackOptions
 
 SUFFIX: dict[Compression, str] = {"none": ".tar", "gz": ".tar.gz", "zst": ".tar.zst"}

@@ -16,21 +16,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts
+from repro.bundle.lock import IndexConfig, Pin
 from repro.bundle.signing import find_ssh_keygen
 from repro.config import Config
 from repro.errors import UsageError
 from repro.redaction import is_secret_name
 from repro.snapshot import services as unit_capture
-from repro.snapshot.environment import EnvironmentFacts, find_interpreter
+from repro.snapshot.environment import find_interpreter
+from repro.snapshot.freeze import pins_from_facts, run_pip_freeze
 from repro.snapshot.indexcheck import target_tags
-from repro.snapshot.indexes import IndexConfig, read_index_config
+from repro.snapshot.indexes import read_index_config
 from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
-from repro.snapshot.lock import Pin, pins_from_facts, run_pip_freeze
 from repro.snapshot.modulefiles import probe_target
 from repro.snapshot.requirements_check import UnmetRequirement, check_environment
 from repro.snapshot.stages.options import PackOptions, Progress, default_cache_dir
 from repro.snapshot.stages.output import output_is_file
-from repro.snapshot.stages.workspace import capture_units
 from repro.wheel.scheme import SchemePaths
 from repro.workspace import workspace_config
 
@@ -143,6 +145,24 @@ def environment(start: Start, facts: EnvironmentFacts, background: Executor) -> 
         scheme=scheme,
         unmet=unmet,
     )
+
+
+def capture_units(
+    options: PackOptions, config: Config, facts: EnvironmentFacts
+) -> list[unit_capture.CapturedUnit]:
+    """The units to carry, read with the source's paths turned into variables; a job of
+    its own (stage `environment`), run while the files are hashed."""
+    paths = list(config.services.units)
+    if not paths:
+        paths = unit_capture.discover_units(layout.at(options.source, layout.SERVICES))
+    paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
+    configured = [config.models.drafter] if config.models.drafter else []
+    mapping = unit_capture.PathMap.build(
+        venv=Path(facts.python.prefix),
+        home=options.source.resolve(),
+        model_dirs=[*configured, *config.models.others.values()],
+    )
+    return [unit_capture.capture_unit(path, mapping) for path in paths]
 
 
 def _tool_wheel_inputs() -> ToolWheelInputs:

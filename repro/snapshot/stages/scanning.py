@@ -17,7 +17,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from repro.bundle import layout
-from repro.snapshot.environment import EnvironmentFacts
+from repro.bundle.environment import EnvironmentFacts
 from repro.snapshot.files import MAX_SCANNED_BYTES, token_in_code
 from repro.snapshot.patchcollect import CollectedPatch, collect_patches
 from repro.snapshot.pristine import PristineCache, default_pip_cache

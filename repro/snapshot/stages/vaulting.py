@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from repro.archive.memberfill import not_as_recorded
 from repro.bundle import layout
+from repro.bundle.lock import IndexConfig
 from repro.hashing import hash_files
 from repro.snapshot.bundlewriter import Streamed
 from repro.snapshot.indexcheck import IndexReport, check_index
-from repro.snapshot.indexes import IndexConfig
 from repro.snapshot.installed import InstalledDist
 from repro.snapshot.scan import ScanReport
 from repro.snapshot.stages.options import Progress

@@ -8,17 +8,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from repro.archive.tarformat import uncarried_name
 from repro.bundle import layout
+from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import Engine, LaunchCommand, LaunchInfo
 from repro.bundle.manifest import printable_path
 from repro.config import Config
 from repro.redaction import scrub_text
 from repro.servecmd import DEFAULT_PORTS
 from repro.snapshot import services as unit_capture
-from repro.snapshot.environment import EnvironmentFacts
 from repro.snapshot.leftout import (
     LeftOut,
     LeftOutKind,
@@ -29,9 +28,7 @@ from repro.snapshot.leftout import (
 )
 from repro.snapshot.models import ModelReference, describe_model
 from repro.snapshot.stages.options import PackOptions
-
-if TYPE_CHECKING:  # stage `probe` starts `capture_units` as a job
-    from repro.snapshot.stages.probe import Environment, Start
+from repro.snapshot.stages.probe import Environment, Start
 
 _PORT = re.compile(r"--port[ =](\d+)")
 
@@ -46,8 +43,8 @@ class WorkspaceParts:
 
 
 def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> WorkspaceParts:
-    """The units (captured by the job `capture_units`), the models, the carried files, and
-    every workspace entry none of them covers as left out."""
+    """The units (captured by the job `probe.capture_units`), the models, the carried
+    files, and every workspace entry none of them covers as left out."""
     options, config, secret_values = start.options, start.config, start.secret_values
     source = options.source
     units = env.units.result()
@@ -84,24 +81,6 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
         left_out=tuple(left_out),
         warnings=tuple(warnings),
     )
-
-
-def capture_units(
-    options: PackOptions, config: Config, facts: EnvironmentFacts
-) -> list[unit_capture.CapturedUnit]:
-    """The units to carry, read with the source's paths turned into variables; a job of
-    its own (stage `environment`), run while the files are hashed."""
-    paths = list(config.services.units)
-    if not paths:
-        paths = unit_capture.discover_units(layout.at(options.source, layout.SERVICES))
-    paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
-    configured = [config.models.drafter] if config.models.drafter else []
-    mapping = unit_capture.PathMap.build(
-        venv=Path(facts.python.prefix),
-        home=options.source.resolve(),
-        model_dirs=[*configured, *config.models.others.values()],
-    )
-    return [unit_capture.capture_unit(path, mapping) for path in paths]
 
 
 def _models(

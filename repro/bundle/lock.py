@@ -1,33 +1,42 @@
-"""The pinned stack: pip-freeze.txt, a portable requirements.lock and a PEP 751 pylock.toml.
+"""The lock's format: requirements.lock and PEP 751 pylock.toml, rendered and read.
 
 requirements.lock holds one exact `name==version` pin per distribution (normalised names,
 sorted), never a `file://` or editable line: distributions no index serves come from the
 bundle's wheel vault, which the unpacker adds with `--find-links env/wheels`. Index options
 come first; `--hash` options only when every pin has one (pip's all-or-nothing rule).
+Pack writes both files (repro.snapshot.stages.locks); unpack and `repro sbom` read them.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
+from packaging.utils import canonicalize_name
 
 from repro import __version__, _toml
 from repro.bundle import layout
-from repro.errors import InputError, ProbeError, PylockError
-from repro.redaction import scrub_text
-from repro.snapshot.environment import EnvironmentFacts, normalize_name
-from repro.snapshot.indexes import IndexConfig
+from repro.errors import InputError, PylockError
 
 # A version of PEP 440's characters only: no `${VAR}` for pip or uv to expand.
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """The package indexes of an environment (read by repro.snapshot.indexes) and of a
+    lock: its index options."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    local: tuple[str, ...] = ()  # file:// URLs and paths: recorded, not portable
+    origins: Mapping[str, str] = field(default_factory=dict)  # url -> where it was found
 
 
 @dataclass(frozen=True)
@@ -83,79 +92,10 @@ def render_pins_only(
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class Freeze:
-    text: str
-    derived: bool  # True when the target had no pip and lines came from the probe
-
-
-def pins_from_facts(facts: EnvironmentFacts) -> tuple[Pin, ...]:
-    pins = {d.normalized_name: Pin(d.normalized_name, d.version) for d in facts.distributions}
-    return tuple(pins[name] for name in sorted(pins))
-
-
-def pip_freeze(
-    python: Path,
-    facts: EnvironmentFacts,
-    *,
-    timeout: float = 120,
-    env: Mapping[str, str] | None = None,
-) -> Freeze:
-    """`python -m pip freeze --all` verbatim; without pip in the target, equivalent lines
-    derived from the probe, with a comment saying so."""
-    return freeze_from(run_pip_freeze(python, timeout=timeout, env=env), python, facts)
-
-
-def run_pip_freeze(
-    python: Path, *, timeout: float = 120, env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the target's `pip freeze --all` (it needs no probe facts: pack starts it first)."""
-    argv = [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"]
-    try:
-        return subprocess.run(
-            argv,
-            capture_output=True,
-            timeout=timeout,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ProbeError(f"pip freeze with {python} did not finish within {timeout:g}s") from exc
-    except OSError as exc:
-        raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from exc
-
-
-def freeze_from(
-    proc: subprocess.CompletedProcess[bytes], python: Path, facts: EnvironmentFacts
-) -> Freeze:
-    """The freeze from a finished `run_pip_freeze`, or derived from `facts` without pip.
-    pip prints `name @ git+https://user:token@host/...` as direct_url.json says: the
-    credentials are stripped (repro.redaction.scrub_text)."""
-    if proc.returncode == 0:
-        return Freeze(scrub_text(proc.stdout.decode("utf-8", "replace")), derived=False)
-    if b"No module named pip" not in proc.stderr:
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
-        raise ProbeError(f"pip freeze with {python} failed: {' | '.join(tail)}")
-    lines = [
-        f"# {python} has no pip: these lines were derived by repro from the installed",
-        "# distributions' metadata, not written by `pip freeze`.",
-    ]
-    for dist in sorted(facts.distributions, key=lambda d: d.name.lower()):
-        url = (dist.direct_url or {}).get("url")
-        if dist.editable and url:
-            lines.append(f"-e {url}")
-        elif url:
-            lines.append(f"{dist.name} @ {url}")
-        else:
-            lines.append(f"{dist.name}=={dist.version}")
-    return Freeze(scrub_text("\n".join(lines) + "\n"), derived=True)
-
-
 def _hashes_complete(pins: Sequence[Pin], hashes: Mapping[str, Sequence[str]] | None) -> bool:
     if not hashes or not pins:
         return False
-    normalised = {normalize_name(k): v for k, v in hashes.items()}
+    normalised: dict[str, Sequence[str]] = {canonicalize_name(k): v for k, v in hashes.items()}
     return all(normalised.get(pin.name) for pin in pins)
 
 
@@ -181,7 +121,9 @@ def render_requirements_lock(
     lines.extend(f"--extra-index-url {url}" for url in indexes.extra_index_urls)
     lines.extend(f"--find-links {url}" for url in indexes.find_links)
     with_hashes = _hashes_complete(pins, hashes)
-    normalised = {normalize_name(k): sorted(set(v)) for k, v in (hashes or {}).items()}
+    normalised: dict[str, list[str]] = {
+        canonicalize_name(k): sorted(set(v)) for k, v in (hashes or {}).items()
+    }
     for pin in sorted(pins, key=lambda p: p.name):
         line = f"{pin.name}=={pin.version}"
         if with_hashes:
@@ -206,8 +148,10 @@ def render_pylock(
     PEP 751 and its installers (uv) need a source per package, so a pin without a known
     file is left out of `packages` and named in `[tool.repro] unlisted`: the file then
     installs only what it lists (requirements.lock still pins everything)."""
-    known = {normalize_name(k): list(v) for k, v in (files or {}).items()}
-    sources = {normalize_name(k): v for k, v in (index_of or {}).items()}
+    known: dict[str, list[DistFile]] = {
+        canonicalize_name(k): list(v) for k, v in (files or {}).items()
+    }
+    sources: dict[str, str] = {canonicalize_name(k): v for k, v in (index_of or {}).items()}
     packages: list[dict[str, Any]] = []
     unlisted: list[str] = []
     for pin in sorted(pins, key=lambda p: p.name):
@@ -268,11 +212,6 @@ def _file_table(ref: DistFile) -> dict[str, Any]:
         table["size"] = ref.size
     table["hashes"] = {"sha256": ref.sha256}
     return table
-
-
-def requires_python_of(facts: EnvironmentFacts) -> str:
-    major, minor = facts.python.version.split(".")[:2]
-    return f"=={major}.{minor}.*"
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -345,7 +284,7 @@ def parse_requirements_lock(text: str, *, source: str) -> LockFile:
                 f"{path}:{number}: {head!r} is not an exact pin (name==version)",
                 hint="editable, file:// and ranged requirements do not belong in a lock",
             )
-        name = normalize_name(match.group(1))
+        name: str = canonicalize_name(match.group(1))
         if name in seen:
             raise InputError(
                 f"{path}:{number}: {name} is pinned twice (first on line {seen[name]})"
