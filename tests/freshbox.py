@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from repro.unitexec import EXEC_KEYS, PREFIX_CHARS, service_settings, split_words
+from repro.units.command import EXEC_KEYS, PREFIX_CHARS, service_settings, split_words
 
 BWRAP = "/usr/bin/bwrap"
 INNER_ROOT = "/box"
@@ -213,7 +213,7 @@ def fresh_box(
 
 def unit_paths(unit_text: str) -> list[str]:
     """Every absolute path a unit's [Service] section names, in order, read with repro's
-    own unit parsing (repro.unitexec: continuation lines, quotes and escapes): each word
+    own unit parsing (repro.units.command: continuation lines, quotes and escapes): each word
     of every Exec*= command line, the first word of each `;`-separated command without
     systemd's `-@:+!` prefixes, and the value of each `--flag=/path` word;
     WorkingDirectory= and EnvironmentFile= without their `-` prefix. (A `-`

@@ -337,7 +337,7 @@ def test_scan_probe_imports_nothing_from_the_target(tmp_path: Path) -> None:
     """`repro scan` probes without importing the target's key modules (torch: seconds and
     ~600 MB RSS, seen by bench/ on the full environment); pack reads them from files
     unless asked to import them (tests/test_modulefiles.py)."""
-    from repro.snapshot.environment import probe_environment
+    from repro.snapshot.facts.environment import probe_environment
 
     venv = tmp_path / "venv"
     subprocess.run(

@@ -19,7 +19,7 @@ from repro.archive import memberfill
 from repro.archive.writer import DeterministicTarWriter
 from repro.crc import crc32
 from repro.errors import InputError, UsageError
-from repro.snapshot.bundlewriter import Members, Reserved, Streamed, write_bundle
+from repro.snapshot.write.bundle import Members, Reserved, Streamed, write_bundle
 from repro.wheel.zipwriter import ZipMember, ZipPlan
 
 DATE = (2020, 1, 1, 0, 0, 0)

@@ -181,7 +181,7 @@ sys.stdin.read()
 DIE_IN_STAGING = """
 import os, signal, sys
 from pathlib import Path
-from repro.install.staging import staging_dir
+from repro.install.read.staging import staging_dir
 with staging_dir(Path(sys.argv[1])) as dest:
     (dest / "bundle").mkdir(parents=True)
     (dest.parent / f".{dest.name}.staging-cc").mkdir()

@@ -12,7 +12,7 @@ import pytest
 
 from repro.archive.directio import ALIGN, DirectWriter, open_direct
 from repro.errors import InputError
-from repro.snapshot.bundlewriter import partial_output
+from repro.snapshot.write.bundle import partial_output
 
 SMALL = 4 * ALIGN  # small buffers, so a few KB cross many buffer boundaries
 

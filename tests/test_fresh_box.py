@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from repro._toml import loads as toml_loads
-from repro.unitexec import parse_service
+from repro.units.command import parse_service
 from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.conftest import run_repro
 from tests.freshbox import FreshBox, fresh_box, unit_paths

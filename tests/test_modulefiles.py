@@ -27,8 +27,8 @@ import pytest
 
 from repro import _toml
 from repro.bundle.environment import facts_from_dict
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.modulefiles import (
+from repro.snapshot.facts.environment import probe_environment
+from repro.snapshot.facts.modulefiles import (
     TorchVersionFile,
     arch_sort_key,
     module_facts_from_files,

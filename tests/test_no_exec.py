@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repro.bundle.info import LaunchCommand, LaunchInfo, dump_bundle_info
-from repro.install.unitinstall import SYSTEMD_DIR
+from repro.install.deploy.unitinstall import SYSTEMD_DIR
 from tests.bundles import archive_tree, bundle_info, make_bundle_tree
 from tests.conftest import run_repro
 

@@ -355,8 +355,8 @@ def test_streamed_vault_wheels_equal_the_written_ones_and_their_records(
     """pack streams rebuilt wheels from their plan straight into the tar; build_vault
     writes the same plans to files: both must give the same bytes, and the digests in
     vault.toml and pylock.toml must be those of the bytes in the bundle."""
-    from repro.snapshot.installed import list_installed, scheme_paths
-    from repro.snapshot.vault import build_vault
+    from repro.snapshot.facts.installed import list_installed, scheme_paths
+    from repro.snapshot.vault.build import build_vault
 
     # offline with an empty pip cache: every wheel without a local original is rebuilt
     env = pack_env(PIP_CACHE_DIR=str(tmp_path / "empty-pip-cache"))
@@ -734,7 +734,7 @@ def test_writeback_hands_what_was_written_to_the_kernel_while_writing(
     """Written through the page cache (REPRO_DIRECT_IO=0, or a file system without
     O_DIRECT), the bundle's pages start for the disk during the pack, not all at the final
     fsync: a real sync_file_range on a real file (Linux)."""
-    from repro.snapshot.bundlewriter import Writeback, partial_output
+    from repro.snapshot.write.bundle import Writeback, partial_output
 
     monkeypatch.setenv("REPRO_DIRECT_IO", "0")
 

@@ -14,8 +14,8 @@ from repro.bundle.patchset import PatchEntry, PatchSet, dump_patchset, load_patc
 from repro.diffapply import unified_diff
 from repro.errors import InstallError, PatchConflictError
 from repro.hashing import sha256_bytes, sha256_file
-from repro.install import patching
-from repro.install.atomic import atomic_write, exclusive_lock
+from repro.install.transaction import patching
+from repro.install.transaction.atomic import atomic_write, exclusive_lock
 
 IDNA = "idna==3.10"
 
@@ -220,7 +220,7 @@ KILLER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from repro.install import patching
+    from repro.install.transaction import patching
     from repro.bundle.patchset import load_patchset
     site, bundle = Path(sys.argv[1]), Path(sys.argv[2])
     calls = []
@@ -258,7 +258,8 @@ def test_lock_refuses_a_second_patcher(site: Path, tmp_path: Path) -> None:
     state = site.parent / ".repro"
     with exclusive_lock(state / patching.LOCK, what="patching"):
         script = (
-            "from pathlib import Path\nfrom repro.install.atomic import exclusive_lock\n"
+            "from pathlib import Path\n"
+            "from repro.install.transaction.atomic import exclusive_lock\n"
             f"with exclusive_lock(Path({str(state / patching.LOCK)!r}), what='patching'): pass\n"
         )
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))

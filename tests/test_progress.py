@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from repro.archive.extract import extract_archive
-from repro.install.bundleread import read_bundle
+from repro.install.read.bundle import read_bundle
 from repro.snapshot.pack import PackOptions, pack
 from tests._venvs import find_python
 from tests.conftest import REPO_ROOT

@@ -198,7 +198,7 @@ def test_the_planned_wheel_holds_the_record_its_size_was_computed_with(
 ) -> None:
     """The stored zip is planned before a byte is written: its size (the tar header's)
     follows from a RECORD whose bytes csv.writer made, and the written wheel is that."""
-    from repro.snapshot.installed import list_installed
+    from repro.snapshot.facts.installed import list_installed
     from repro.wheel.rebuild import CarryPatched, plan_rebuild
 
     dists = {d.name: d for d in list_installed(hostile_pack.source.site_packages)}

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from packaging.markers import default_environment
 
-from repro.install.installer import find_uv
-from repro.snapshot.installed import list_installed
-from repro.snapshot.requirements_check import (
+from repro.install.venv.installer import find_uv
+from repro.snapshot.facts.installed import list_installed
+from repro.snapshot.facts.requirements import (
     DistRequirements,
     UnmetRequirement,
     check_environment,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repro.hashing import HashPipeline, HashResult
-from repro.snapshot.scancache import FORMAT, ScanCache
+from repro.snapshot.scan.cache import FORMAT, ScanCache
 
 
 def _scan(paths: list[Path], known: ScanCache | None, crc: bool = True) -> dict[str, HashResult]:

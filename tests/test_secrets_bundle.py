@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.snapshot.files import secret_in_file
+from repro.snapshot.workspace.files import secret_in_file
 from tests.conftest import run_repro
 from tests.snapshot.conftest import run
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.unitexec import parse_service
+from repro.units.command import parse_service
 from tests.conftest import run_repro
 
 

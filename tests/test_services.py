@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from repro.dropin import REQUIRED_MARK, required_names
 from repro.errors import InputError
-from repro.snapshot import services
-from repro.unitname import validate_unit_name
-from repro.unitrender import render_unit
+from repro.snapshot.workspace import unitcapture
+from repro.units.dropin import REQUIRED_MARK, required_names
+from repro.units.names import validate_unit_name
+from repro.units.render import render_unit
 
 
 def _unit(tmp_path: Path, venv: Path, home: Path, env_file: Path) -> Path:
@@ -31,8 +31,8 @@ def test_capture_unit_templates_paths_and_redacts_env_file(tmp_path: Path) -> No
     env_file = tmp_path / "dflash.env"
     env_file.write_text("# serving\nHF_TOKEN=hf_abcdef\nNCCL_DEBUG=INFO\nexport API_KEY=xyz\n")
     unit = _unit(tmp_path, venv, home, env_file)
-    captured = services.capture_unit(
-        unit, services.PathMap.build(venv=venv, home=home), verify=False
+    captured = unitcapture.capture_unit(
+        unit, unitcapture.PathMap.build(venv=venv, home=home), verify=False
     )
     text = captured.content.decode()
     assert str(tmp_path) not in text.replace(str(env_file), "")
@@ -51,7 +51,7 @@ def test_capture_unit_templates_paths_and_redacts_env_file(tmp_path: Path) -> No
 
 
 def test_longest_path_wins(tmp_path: Path) -> None:
-    mapping = services.PathMap.build(
+    mapping = unitcapture.PathMap.build(
         venv=Path("/data/x/venv"),
         home=Path("/data/x"),
         model_dirs=[Path("/data/models/org/Qwen3-8B"), Path("/data/x/drafter")],
@@ -70,7 +70,7 @@ def test_bad_unit_names_refused(name: str) -> None:
 
 def test_missing_named_unit(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
-        services.resolve_unit_names(["nope.service"], unit_dir=tmp_path)
+        unitcapture.resolve_unit_names(["nope.service"], unit_dir=tmp_path)
 
 
 def test_systemd_analyze_warnings_reported(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_systemd_analyze_warnings_reported(tmp_path: Path) -> None:
         pytest.fail("systemd-analyze is expected on this machine (Debian's systemd package)")
     unit = tmp_path / "broken.service"
     unit.write_text("[Service]\nExecStart=relative/path\nBogusKey=1\n")
-    captured = services.capture_unit(unit, services.PathMap.build(venv=None, home=None))
+    captured = unitcapture.capture_unit(unit, unitcapture.PathMap.build(venv=None, home=None))
     assert any("broken.service" in warning for warning in captured.warnings)
 
 
@@ -185,8 +185,8 @@ def test_a_server_unit_gives_a_launch_command(
     unit = tmp_path / "llm.service"
     body = lines.format(**{key: str(value) for key, value in paths.items()})
     unit.write_text(f"[Service]\n{body}\nWorkingDirectory={paths['home']}\n")
-    mapping = services.PathMap.build(venv=paths["venv"], home=paths["home"])
-    captured = services.capture_unit(unit, mapping, verify=False)
+    mapping = unitcapture.PathMap.build(venv=paths["venv"], home=paths["home"])
+    captured = unitcapture.capture_unit(unit, mapping, verify=False)
     launch = captured.launch
     assert launch is not None
     assert (launch.name, launch.unit, launch.engine, launch.port) == (
@@ -210,8 +210,8 @@ def test_the_launch_env_drops_secrets_and_keeps_the_rest(tmp_path: Path) -> None
         '"OPENAI_API_KEY=sk x"\nEnvironment=PATH=/data/x/venv/bin:/usr/bin\n'
         "ExecStart=/data/x/venv/bin/python -m vllm.entrypoints.openai.api_server --port 8001\n"
     )
-    mapping = services.PathMap.build(venv=Path("/data/x/venv"), home=Path("/data/x"))
-    captured = services.capture_unit(unit, mapping, verify=False)
+    mapping = unitcapture.PathMap.build(venv=Path("/data/x/venv"), home=Path("/data/x"))
+    captured = unitcapture.capture_unit(unit, mapping, verify=False)
     assert captured.launch is not None
     assert captured.launch.env == {
         "PATH": "${REPRO_VENV}/bin:/usr/bin",
@@ -236,8 +236,8 @@ def test_a_unit_that_runs_no_server_gives_no_launch(
 ) -> None:
     unit = tmp_path / "other.service"
     unit.write_text(f"[Service]\nExecStart={exec_start}\n")
-    captured = services.capture_unit(
-        unit, services.PathMap.build(venv=None, home=None), verify=False
+    captured = unitcapture.capture_unit(
+        unit, unitcapture.PathMap.build(venv=None, home=None), verify=False
     )
     assert captured.launch is None
     found = [w for w in captured.warnings if "no launch command taken" in w]

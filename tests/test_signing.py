@@ -19,7 +19,7 @@ from repro.bundle.signing import (
     verify_signature,
 )
 from repro.errors import SignatureError
-from repro.snapshot.reproduce import render_setup_env
+from repro.snapshot.write.reproduce import render_setup_env
 from tests.bundles import TOP, archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

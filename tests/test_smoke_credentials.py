@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.bundle.info import BundleInfo, LaunchCommand, LaunchInfo, SourceInfo
-from repro.dropin import dropin_member, render_dropin
 from repro.install.smoke import with_unit_credentials
 from repro.ladder import LaunchSpec
+from repro.units.dropin import dropin_member, render_dropin
 
 
 def info(unit: str | None) -> BundleInfo:

@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from repro.errors import EXIT_USAGE, UsageError
-from repro.install.atomic import LockedError, exclusive_lock
 from repro.install.options import UnpackOptions
-from repro.install.staging import STAGED_VENV
-from repro.install.streaminstall import StreamedInstall
+from repro.install.read.staging import STAGED_VENV
+from repro.install.transaction.atomic import LockedError, exclusive_lock
+from repro.install.venv.streamed import StreamedInstall
 from tests.conftest import REPO_ROOT
 from tests.test_kill_anywhere import (
     UNPACK_ARGS,

@@ -1,5 +1,5 @@
 """`repro pack -o - | repro unpack -`: the vault installer at work while the bundle
-streams in (repro.install.streaminstall), through the real CLI.
+streams in (repro.install.venv.streamed), through the real CLI.
 
 The bundle is test_kill_anywhere's (`repro pack --wheels all` of a workspace with real
 PyPI wheels, pip and setuptools, a wheel only the vault holds, hand patches, a unit and

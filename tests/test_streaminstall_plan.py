@@ -1,5 +1,5 @@
 """When `repro unpack` may install while the bundle streams in, and how staged files
-move into the venv (repro.install.streaminstall); the whole path through the CLI is
+move into the venv (repro.install.venv.streamed); the whole path through the CLI is
 tests/test_streamed_unpack.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from repro.bundle.signing import SignaturePolicy
 from repro.errors import InstallError
 from repro.install.options import UnpackOptions
-from repro.install.streaminstall import StagedVenv, StreamedInstall, adopt
+from repro.install.venv.streamed import StagedVenv, StreamedInstall, adopt
 
 LAYOUT = {"purelib": "lib/python3.11/site-packages", "platlib": "lib/python3.11/site-packages",
           "scripts": "bin"}  # fmt: skip

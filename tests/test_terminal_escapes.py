@@ -97,7 +97,7 @@ def test_unpack_shows_unit_and_launch_escapes_escaped(packed: Path, tmp_path: Pa
     bundle = _edited(packed, tmp_path, _unit_and_launch)
     argv = ["unpack", str(bundle), "--target", str(tmp_path / "t"), "--cpu", "--offline",
             "--no-exec", "--install-units"]  # fmt: skip
-    # A control character in unit text is refused (repro.unittext), named escaped.
+    # A control character in unit text is refused (repro.units.text), named escaped.
     result = run_repro(*argv)
     printed = _assert_clean(result)
     assert result.returncode == 2, printed

@@ -1,4 +1,4 @@
-"""Installers run tethered to repro (repro/install/tether.py): real processes, real
+"""Installers run tethered to repro (repro/install/venv/tether.py): real processes, real
 signals. A command and everything it starts end when repro dies, whatever the kill,
 and when the timeout passes."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.install.tether import run_tethered
+from repro.install.venv.tether import run_tethered
 from tests.conftest import REPO_ROOT
 
 # Starts a child that would sleep for five minutes, writes its PID to argv[1], waits.
@@ -74,7 +74,7 @@ def test_the_command_and_what_it_started_die_with_repro(kill: str, tmp_path: Pat
     second. Without the tether, a PID kill left both running."""
     pid_file = tmp_path / "pid"
     caller = (
-        "import sys; from repro.install.tether import run_tethered; "
+        "import sys; from repro.install.venv.tether import run_tethered; "
         f"run_tethered([sys.executable, '-c', {SPAWNS_A_SLEEPER!r}, sys.argv[1]], timeout=600)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

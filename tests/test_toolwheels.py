@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.snapshot.toolwheels import prune_tool_wheel_cache
+from repro.snapshot.tool.wheels import prune_tool_wheel_cache
 
 
 def _wheel_set(root: Path, name: str, age_s: float, *, complete: bool = True) -> Path:
@@ -46,7 +46,7 @@ def test_prune_leaves_a_fresh_staging_directory_and_removes_a_day_old_one(
 def test_building_a_new_set_prunes_the_cache_to_its_bound(tmp_path: Path) -> None:
     """A real build of repro's wheels (from this checkout and the dev venv) into a cache
     already holding stale sets: the new set is complete and the cache stays bounded."""
-    from repro.snapshot.toolwheels import KEEP_TOOL_WHEEL_SETS, tool_wheels
+    from repro.snapshot.tool.wheels import KEEP_TOOL_WHEEL_SETS, tool_wheels
 
     stale = [_wheel_set(tmp_path, f"old{i}", age_s=3600.0 + i) for i in range(KEEP_TOOL_WHEEL_SETS)]
     built = tool_wheels(tmp_path, source_date_epoch=315532800)
@@ -82,7 +82,7 @@ def _pure(dist_info: Path) -> bool:
 def _compiled_tool_dists() -> dict[str, str]:
     """Canonical name -> version of each distribution of repro's closure here whose wheel
     is not pure (the ones a Python of another X.Y cannot install)."""
-    from repro.snapshot.toolwheels import tool_wheel_inputs
+    from repro.snapshot.tool.wheels import tool_wheel_inputs
 
     inputs = tool_wheel_inputs()
     return {
@@ -97,8 +97,8 @@ def test_a_target_python_below_311_needs_tomli_and_the_compiled_wheels() -> None
     target, never for this 3.11 interpreter; a target of this X.Y needs nothing extra."""
     from packaging.tags import compatible_tags, cpython_tags, platform_tags
 
-    from repro.snapshot.targetwheels import TargetPython, target_requirements
-    from repro.snapshot.toolwheels import requirement_closure, tool_wheel_inputs
+    from repro.snapshot.tool.targetwheels import TargetPython, target_requirements
+    from repro.snapshot.tool.wheels import requirement_closure, tool_wheel_inputs
 
     platforms = list(platform_tags())  # this box's, as a target of another X.Y here has
     inputs = tool_wheel_inputs()
@@ -187,7 +187,7 @@ def test_an_offline_pack_on_a_cold_cache_says_which_python_it_cannot_bootstrap(
 
 
 def test_two_packs_at_once_stage_apart_and_the_first_published_set_wins(tmp_path: Path) -> None:
-    from repro.snapshot.cacheset import publish, staging_for
+    from repro.snapshot.tool.cacheset import publish, staging_for
 
     cache = tmp_path / "set"
     first, second = staging_for(cache), staging_for(cache)
@@ -204,7 +204,7 @@ def test_an_editable_repro_is_wheeled_from_the_checkout_that_runs() -> None:
     """repro imported from a checkout other than the editable install's (a git worktree
     first on sys.path): the bundle's repro wheel is built from the running code."""
     import repro
-    from repro.snapshot.toolwheels import tool_wheel_inputs
+    from repro.snapshot.tool.wheels import tool_wheel_inputs
 
     running = Path(repro.__file__).resolve().parent.parent
     inputs = tool_wheel_inputs()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.snapshot.toolwheels import tool_wheels
+from repro.snapshot.tool.wheels import tool_wheels
 from tests.snapshot.conftest import Venv, make_venv, pip
 from tests.test_record_csv import installer_validate
 from tests.test_setup_env import TOOL_HOME, UNPACK, _box_with, _setup_env
@@ -139,7 +139,7 @@ def test_the_closure_is_read_where_repro_imports_it(
     (certifi,) = [w for w in company_venv.wheels if w.name.startswith("certifi-")]
     pip(company_venv.venv, "install", "-q", "--no-index", "--target", str(extra), str(certifi))
     script = (
-        "import certifi; from repro.snapshot.toolwheels import tool_wheel_inputs as t; "
+        "import certifi; from repro.snapshot.tool.wheels import tool_wheel_inputs as t; "
         "print(certifi.__file__); print('\\n'.join(str(d.dist_info) for d in t().wanted))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}

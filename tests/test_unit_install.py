@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from repro.errors import InputError, UsageError
-from repro.install.unitinstall import (
+from repro.install.deploy.unitinstall import (
     MARKER,
     SYSTEMD_DIR,
     VENDOR_DIRS,
@@ -27,8 +27,8 @@ from repro.install.unitinstall import (
     place_units,
     refuse_conflicts,
 )
-from repro.unitexec import unit_commands
-from repro.unitname import validate_unit_name
+from repro.units.command import unit_commands
+from repro.units.names import validate_unit_name
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

@@ -12,7 +12,7 @@ from repro.servecmd import (
     port_of,
     serve_command,
 )
-from repro.unitexec import parse_service, split_words
+from repro.units.command import parse_service, split_words
 
 
 def service(body: str, *, head: str = "[Unit]\nDescription=x\n\n") -> str:

@@ -1,10 +1,10 @@
-"""The target's paths written into a bundle's units (repro.unitrender), read back by the
+"""The target's paths written into a bundle's units (repro.units.render), read back by the
 real `systemd-analyze verify` and cross-checked with repro's own reader.
 
 `systemd-analyze verify` checks that each command's program exists and is executable,
 so a rendered unit whose programs live under the target verifies only when systemd
 decoded the exact path (a space, a "%"); the arguments, Environment= and
-WorkingDirectory= are read back with repro.unitexec (whose word splitting and
+WorkingDirectory= are read back with repro.units.command (whose word splitting and
 expansion are systemd's rules, and which the same unit's program path agrees with).
 Plain text substitution (what repro did before) fails both.
 """
@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from repro.errors import UsageError
-from repro.unitexec import parse_service, unit_commands
-from repro.unitrender import UnitPathError, render_env_text, render_unit, render_unit_text
+from repro.units.command import parse_service, unit_commands
+from repro.units.render import UnitPathError, render_env_text, render_unit, render_unit_text
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

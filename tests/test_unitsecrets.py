@@ -1,14 +1,20 @@
 """Credentials taken out of unit files: each case through clean_unit, then read back
-with repro's own reader (repro.unitexec) as systemd would read it."""
+with repro's own reader (repro.units.command) as systemd would read it."""
 
 from __future__ import annotations
 
 import pytest
 
-from repro.dropin import DROPIN_NAME, REQUIRED_MARK, render_dropin, required_names, unset_names
 from repro.redaction import is_secret_variable, looks_like_token, strip_url_credentials
-from repro.snapshot.unitsecrets import clean_unit, secret_flag
-from repro.unitexec import parse_service
+from repro.snapshot.workspace.unitsecrets import clean_unit, secret_flag
+from repro.units.command import parse_service
+from repro.units.dropin import (
+    DROPIN_NAME,
+    REQUIRED_MARK,
+    render_dropin,
+    required_names,
+    unset_names,
+)
 
 HF = "hf_" + "a1B2c3D4e5" * 4
 SK = "sk-proj-" + "Zy9Xw8Vu7T" * 3

@@ -1,4 +1,4 @@
-"""Unit text read as systemd reads it (repro.unittext), with the real `systemd-analyze
+"""Unit text read as systemd reads it (repro.units.text), with the real `systemd-analyze
 verify` as the other reader.
 
 Every command of a test unit runs a program under /nonexistent/, so `systemd-analyze
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.unitexec import unit_commands
-from repro.unittext import UnitTextError, check_unit_text, unit_lines
+from repro.units.command import unit_commands
+from repro.units.text import UnitTextError, check_unit_text, unit_lines
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

@@ -281,7 +281,7 @@ def test_online_install_pins_every_dist_and_applies_patches(
     # of a --no-exec rerun (setuptools' .pth, seeded by `python -m venv` on 3.11).
     seeded = [] if installer == "uv" else ["lib/python3.11/site-packages/distutils-precedence.pth"]
     facts = dict(report["steps"][2]["facts"])
-    made = facts.pop("made")  # what the venv step made (repro.install.venvguard)
+    made = facts.pop("made")  # what the venv step made (repro.install.venv.guard)
     assert facts == {"installer": installer, "startup_files": seeded}
     assert made["pyvenv.cfg"].startswith("file sha256 ") and "bin/python" in made
     assert sorted(report["patches"]["written"]) == ["idna/repro_added.py", "six.py"]

@@ -17,17 +17,17 @@ import pytest
 import requests
 
 from repro.errors import PatchedFilesError
-from repro.snapshot.indexcheck import (
+from repro.snapshot.facts.indexcheck import (
     IndexReport,
     check_index,
     target_tags,
 )
-from repro.snapshot.installed import (
+from repro.snapshot.facts.installed import (
     InstalledDist,
     list_installed,
     scheme_paths,
 )
-from repro.snapshot.vault import build_vault, vault_reasons
+from repro.snapshot.vault.build import build_vault, vault_reasons
 from repro.wheel.rebuild import (
     CarryPatched,
     console_script_names,
@@ -414,7 +414,7 @@ def test_a_wheel_lacking_installed_files_is_not_the_original(
     which lacks some (here the console script's entry_points.txt and the scripts), was
     built from another source: taking it would install a venv without `vaultdemo-cli`.
     It happened in CI, where pip's cache held such a wheel from another test."""
-    from repro.snapshot.originalwheels import wheel_matches_install
+    from repro.snapshot.vault.original import wheel_matches_install
 
     project = _make_project(tmp_path / "proj" / "vaultdemo", "vaultdemo", "0.1.0", extras=False)
     find_links = tmp_path / "fl"
@@ -560,8 +560,8 @@ def test_vcs_install_takes_the_original_wheel_from_pips_cache(tmp_path: Path) ->
 def test_planning_can_take_the_scans_results_it_replaces(source_env: SourceEnv) -> None:
     """With `consume`, the plan removes from the scan's table each file it planned a member
     from (pack then holds a file once); the plan itself is the same as without."""
-    from repro.snapshot.environment import probe_environment
-    from repro.snapshot.scan import scan_environment
+    from repro.snapshot.facts.environment import probe_environment
+    from repro.snapshot.scan.compare import scan_environment
     from repro.wheel.rebuild import plan_rebuild
 
     scan = scan_environment(probe_environment(source_env.python), crc_for=["six", "idna"])

@@ -1,4 +1,4 @@
-"""repro.install.vaultinstall: which vault wheel installs each pin, and the install
+"""repro.install.venv.vault: which vault wheel installs each pin, and the install
 from the vault checking each wheel's sha256 (wheels built here with zipfile)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from repro.bundle.lock import Pin
 from repro.errors import InstallError
-from repro.install.vaultinstall import (
+from repro.install.venv.vault import (
     choose_wheels,
     describe_interpreter,
     install_from_vault,

@@ -1,5 +1,5 @@
 """repro starts a target interpreter only once its venv's own files are the ones the venv
-step made (repro.install.venvguard), and a streamed install's `adopt` never replaces them.
+step made (repro.install.venv.guard), and a streamed install's `adopt` never replaces them.
 
 The attack: `python -I -S` reads the venv's `pyvenv.cfg` before anything else; a `home =`
 pointing at a directory that holds `lib/python3.11/os.py` and an `encodings` package
@@ -25,16 +25,16 @@ from pathlib import Path
 import pytest
 
 from repro.errors import EXIT_INSTALL, InstallError
-from repro.install.installer import create_venv
 from repro.install.state import BundleIdentity, UnpackState, load_state
-from repro.install.streaminstall import StagedVenv, adopt
-from repro.install.targetsite import read_installed
-from repro.install.venvguard import (
+from repro.install.venv.guard import (
     record_venv,
     recorded,
     trusted_interpreter,
     venv_differences,
 )
+from repro.install.venv.installer import create_venv
+from repro.install.venv.site import read_installed
+from repro.install.venv.streamed import StagedVenv, adopt
 from tests._venvs import find_python
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
 from tests.test_kill_anywhere import (

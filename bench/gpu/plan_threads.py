@@ -18,10 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from repro.errors import PatchedFilesError
-from repro.snapshot.installed import InstalledDist, list_installed
-from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.scan import scan_environment
-from repro.snapshot.scancache import ScanCache
+from repro.snapshot.facts.installed import InstalledDist, list_installed
+from repro.snapshot.facts.modulefiles import probe_target
+from repro.snapshot.scan.cache import ScanCache
+from repro.snapshot.scan.compare import scan_environment
 from repro.wheel.rebuild import plan_rebuild
 
 

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from repro.bundle.environment import EnvironmentFacts
 from repro.hashing import BATCH_BYTES, BATCH_FILES, HashPipeline, _hash_one
-from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.scan import scan_environment
+from repro.snapshot.facts.modulefiles import probe_target
+from repro.snapshot.scan.compare import scan_environment
 from repro.wheel.record import join_record_path, read_record
 
 

@@ -1,7 +1,7 @@
 """env/environment.json: the facts a probe reports about an environment, as frozen
 dataclasses, and their reading from the probe's JSON document (`facts_from_dict`).
 
-The probe itself (run with the target's own interpreter) is repro.snapshot.environment;
+The probe itself (run with the target's own interpreter) is repro.snapshot.facts.environment;
 the script it runs is repro/probe/environment.py.
 """
 

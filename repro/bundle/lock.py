@@ -29,7 +29,7 @@ _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class IndexConfig:
-    """The package indexes of an environment (read by repro.snapshot.indexes) and of a
+    """The package indexes of an environment (read by repro.snapshot.facts.indexes) and of a
     lock: its index options."""
 
     index_url: str | None = None

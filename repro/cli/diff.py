@@ -16,7 +16,7 @@ from repro.cli._common import (
 )
 from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK
-from repro.snapshot.modulefiles import probed_by_import
+from repro.snapshot.facts.modulefiles import probed_by_import
 from repro.verbs.diff import DiffReport, FactChange, TextChange, diff_views
 from repro.verbs.view import load_bundle, load_environment
 

@@ -10,7 +10,7 @@ from repro.cli._common import verbosity_options
 from repro.cli._terminal import echo
 from repro.config import load_config
 from repro.errors import EXIT_OK
-from repro.workspace import write_repro_toml
+from repro.snapshot.workspace.discovery import write_repro_toml
 
 
 @click.command("init", short_help="Write a commented repro.toml for a workspace.")

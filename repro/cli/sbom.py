@@ -34,7 +34,7 @@ def sbom_command(
     SBOM (exit 1). The same bundle always gives the same bytes: the same as the
     env/sbom.cdx.json that `repro pack --sbom` writes into it.
     """
-    from repro.install.atomic import atomic_write
+    from repro.install.transaction.atomic import atomic_write
     from repro.verbs.sbom import sbom_of_bundle
 
     document = sbom_of_bundle(bundle, jobs=jobs)

@@ -20,8 +20,8 @@ from repro.cli._common import (
 )
 from repro.cli._terminal import echo, echo_content
 from repro.errors import EXIT_INVALID, EXIT_OK
-from repro.snapshot.scan import ScanReport
-from repro.snapshot.scanrun import ScanRequest, scan_target
+from repro.snapshot.scan.compare import ScanReport
+from repro.snapshot.scan.run import ScanRequest, scan_target
 
 
 @click.command("scan", short_help="List the files of installed packages that differ from RECORD.")

@@ -136,7 +136,7 @@ def smoke_command(
         bundle_dir = None
         if bundle is not None:
             # the unpack side (archive reader, fetch) is loaded only for a bundle
-            from repro.install.bundleread import opened_bundle
+            from repro.install.read.bundle import opened_bundle
 
             bundle_dir = stack.enter_context(opened_bundle(bundle))
         options = SmokeOptions(

@@ -25,9 +25,9 @@ from repro.cli._common import (
 )
 from repro.cli._progress import hash_progress
 from repro.errors import EXIT_OK
+from repro.install.deploy.unitinstall import SYSTEMD_DIR
 from repro.install.smoke import ladder_step
 from repro.install.state import STATE_DIR
-from repro.install.unitinstall import SYSTEMD_DIR
 from repro.install.unpack import UnpackOptions, UnpackReport, unpack, unpatch_target
 from repro.ladder import RungResult
 

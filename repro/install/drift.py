@@ -1,7 +1,7 @@
 """Has an unpacked target drifted from its bundle since unpack finished its steps?
 
 Checked: the venv's own files (pyvenv.cfg, bin/python*) against what the venv step
-made (repro.install.venvguard; the interpreter is not started when they differ), the
+made (repro.install.venv.guard; the interpreter is not started when they differ), the
 installed distributions against the lock, every patched file against
 its patched sha256 (a deleted one must stay deleted), the restored workspace files
 and the rendered units against what unpack wrote. Each difference names the file
@@ -23,11 +23,11 @@ from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
 from repro.hashing import hash_files
-from repro.install.installer import compare_installed
+from repro.install.deploy.restore import venv_dir
 from repro.install.state import STATE_DIR, UnpackState, load_state
-from repro.install.targetsite import read_installed, site_packages_of, venv_site_dirs
-from repro.install.venvguard import recorded, trusted_interpreter, venv_differences
-from repro.install.workspace import venv_dir
+from repro.install.venv.guard import recorded, trusted_interpreter, venv_differences
+from repro.install.venv.installer import compare_installed
+from repro.install.venv.site import read_installed, site_packages_of, venv_site_dirs
 
 KEPT_BUNDLE = "bundle"
 

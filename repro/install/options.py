@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.bundle.signing import SignaturePolicy
-from repro.install.installer import RequestedInstaller
-from repro.install.unitinstall import SYSTEMD_DIR
-from repro.unitrender import check_path_value
+from repro.install.deploy.unitinstall import SYSTEMD_DIR
+from repro.install.venv.installer import RequestedInstaller
+from repro.units.render import check_path_value
 
 # (step, status, detail): each step as it starts, finishes, or says something
 Events = Callable[[str, str, str], None]
@@ -38,7 +38,7 @@ class UnpackOptions:
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control
         character (a newline starts a new setting) is refused here, before anything is
-        read or written (exit 2); repro.unitrender escapes everything else."""
+        read or written (exit 2); repro.units.render escapes everything else."""
         for option, path in (("--target", self.target or Path(".")), ("--models", self.models)):
             if path is None:
                 continue

@@ -21,7 +21,7 @@ from repro.bundle import layout
 from repro.gpu.arch import Verdict, arch_compatible
 from repro.gpu.cubin import UnreadableWheel, inspection_budget, wheel_archs
 from repro.gpu.info import GpuInventory, query_gpus
-from repro.install.targetsite import NO_SITE
+from repro.install.venv.site import NO_SITE
 
 Status = Literal["pass", "warn", "fail"]
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from repro.errors import ReproError
-from repro.install.atomic import atomic_write
+from repro.install.deploy.models import ModelCheck
+from repro.install.deploy.services import RequiredSecret
 from repro.install.drift import Drift
-from repro.install.models import ModelCheck
 from repro.install.options import Events
-from repro.install.patching import PatchResult
 from repro.install.preflight import PreflightReport
-from repro.install.services import RequiredSecret
 from repro.install.smoke import SmokeResult
 from repro.install.state import STATE_DIR, UnpackState
+from repro.install.transaction.atomic import atomic_write
+from repro.install.transaction.patching import PatchResult
 
 StepStatus = Literal["done", "skipped", "failed", "already done"]
 REPORT = "unpack-report.json"

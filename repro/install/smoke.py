@@ -10,9 +10,9 @@ from typing import Any
 
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo
-from repro.dropin import dropin_member, read_values, required_names
 from repro.ladder import LadderReport, LaunchSpec, RungResult, RungStatus, registry, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
+from repro.units.dropin import dropin_member, read_values, required_names
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
 """Unpack's stages after the bundle verified, each a function of frozen inputs.
 
-preflight -> (dry run: plan) -> venv -> install -> patch -> workspace -> units ->
-models -> ladder. Each stage returns what it did as a frozen `StageResult` (or, the
-preflight, its report); `repro.install.unpack` runs them in order under the target's
-lock and records each (repro.install.report). A stage tells its caller what it is
-doing through `StageInputs.events`; it never touches the report or state.toml.
+preflight -> (dry run: plan) -> venv -> install -> patch -> workspace -> services ->
+models -> smoke, each named as the unpack step it runs. Each stage returns what it did
+as a frozen `StageResult` (or, the preflight, its report); `repro.install.unpack` runs
+them in order under the target's lock and records each (repro.install.report). A stage
+tells its caller what it is doing through `StageInputs.events`; it never touches the
+report or state.toml.
 
 Over 400 lines on purpose: every stage is here, so their order and what each hands the
 next read top to bottom; the work of each lives in its own module (installer,
-vaultinstall, patching, workspace, services, models, smoke).
+venv/vault, transaction/patching, deploy/restore, deploy/services, deploy/models, smoke).
 """
 
 from __future__ import annotations
@@ -27,15 +28,37 @@ from repro.bundle.lock import LockFile, read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.errors import InstallError, PreflightError, SmokeError
 from repro.hashing import sha256_file
-from repro.install.contents import (
+from repro.install.deploy.models import check_models
+from repro.install.deploy.restore import (
+    models_dir,
+    path_values,
+    plan_restore,
+    restore_workspace,
+    venv_dir,
+)
+from repro.install.deploy.services import RenderedUnit, check_rendering, check_units, render_units
+from repro.install.deploy.unitinstall import (
+    install_unit_files,
+    place_units,
+    refuse_conflicts,
+    reload_systemd,
+)
+from repro.install.drift import patched_state
+from repro.install.options import Events, UnpackOptions
+from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
+from repro.install.read.contents import (
     custom_vault_wheels,
     pack_facts,
     vault_entries,
     vault_hashes,
     vault_wheel_files,
 )
-from repro.install.drift import patched_state
-from repro.install.installer import (
+from repro.install.report import REPORT, StageResult
+from repro.install.smoke import SmokeStep
+from repro.install.state import STATE_DIR, STEPS, VENV_RECORD, UnpackState
+from repro.install.transaction.patching import apply_patches
+from repro.install.venv.guard import record_venv, trusted_interpreter
+from repro.install.venv.installer import (
     Installer,
     InstallPlan,
     choose_installer,
@@ -43,39 +66,17 @@ from repro.install.installer import (
     install_lock,
     verify_installed,
 )
-from repro.install.models import check_models
-from repro.install.options import Events, UnpackOptions
-from repro.install.patching import apply_patches
-from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
-from repro.install.report import REPORT, StageResult
-from repro.install.services import RenderedUnit, check_rendering, check_units, render_units
-from repro.install.smoke import SmokeStep
-from repro.install.sources import package_sources
-from repro.install.state import STATE_DIR, STEPS, VENV_RECORD, UnpackState
-from repro.install.streaminstall import StagedVenv, adopt, relative_layout
-from repro.install.targetsite import site_packages_of, startup_files
-from repro.install.unitinstall import (
-    install_unit_files,
-    place_units,
-    refuse_conflicts,
-    reload_systemd,
-)
-from repro.install.vaultinstall import (
+from repro.install.venv.site import site_packages_of, startup_files
+from repro.install.venv.sources import package_sources
+from repro.install.venv.streamed import StagedVenv, adopt, relative_layout
+from repro.install.venv.vault import (
     choose_wheels,
     describe_interpreter,
     in_flight_budget,
     install_from_vault,
     supported_tags,
 )
-from repro.install.venvguard import record_venv, trusted_interpreter
-from repro.install.workspace import (
-    models_dir,
-    path_values,
-    plan_restore,
-    restore_workspace,
-    venv_dir,
-)
-from repro.unitrender import render_unit
+from repro.units.render import render_unit
 
 NO_EXEC_SMOKE = (
     "--no-exec: no rung runs (each starts the rebuilt interpreter, which runs the .pth "
@@ -115,7 +116,7 @@ def disk_need(bundle_dir: Path, lock: LockFile, options: UnpackOptions) -> int:
 
     uv and pip: the venv, and the installer's unpacked copy of each wheel (its cache).
     The vault installer: the venv; unless --keep-bundle, less each wheel it removes once
-    unpacked, plus the wheels in flight (repro.install.vaultinstall's budget)."""
+    unpacked, plus the wheels in flight (repro.install.venv.vault's budget)."""
     installed = pack_facts(bundle_dir).installed_bytes
     sizes = {p.name: p.stat().st_size for p in vault_wheel_files(bundle_dir)}
     vault_bytes = sum(sizes.values())
@@ -218,7 +219,7 @@ class StageInputs:
     @property
     def interpreter(self) -> Path:
         """The venv's bin/python, once its pyvenv.cfg and bin/python* are checked to be
-        the ones the venv step made (repro.install.venvguard): every stage that starts
+        the ones the venv step made (repro.install.venv.guard): every stage that starts
         the target interpreter takes it from here, so none starts one a wheel changed."""
         return trusted_interpreter(self.target, self.venv)
 
@@ -384,7 +385,7 @@ def workspace(inputs: StageInputs) -> StageResult:
     )
 
 
-def units(inputs: StageInputs) -> StageResult:
+def services(inputs: StageInputs) -> StageResult:
     """The units rendered into TARGET/services; with --install-units also installed,
     each command printed first (--no-exec: printed only)."""
     target, options = inputs.target, inputs.options
@@ -456,7 +457,7 @@ def models(inputs: StageInputs) -> StageResult:
     return StageResult(summary, models=checks)
 
 
-def ladder(inputs: StageInputs) -> StageResult:
+def smoke(inputs: StageInputs) -> StageResult:
     """The smoke ladder in the rebuilt environment; under --no-exec its launch lines
     are printed and no rung runs. A failed ladder is the result's failure."""
     options, events, target = inputs.options, inputs.events, inputs.target
@@ -472,14 +473,14 @@ def ladder(inputs: StageInputs) -> StageResult:
     if not options.smoke or inputs.ladder is None:
         reason = "--no-smoke" if not options.smoke else "no ladder available"
         return StageResult(reason, status="skipped")
-    smoke = inputs.ladder(inputs.interpreter, inputs.kept, inputs.info, values)
-    if smoke.passed:
-        return StageResult(smoke.summary, smoke=smoke)
+    outcome = inputs.ladder(inputs.interpreter, inputs.kept, inputs.info, values)
+    if outcome.passed:
+        return StageResult(outcome.summary, smoke=outcome)
     failure = SmokeError(
-        f"the smoke ladder failed in {target}: {smoke.summary}",
+        f"the smoke ladder failed in {target}: {outcome.summary}",
         hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
     )
-    return StageResult(smoke.summary, smoke=smoke, failure=failure)
+    return StageResult(outcome.summary, smoke=outcome, failure=failure)
 
 
 def launch_lines(info: BundleInfo, values: Mapping[str, str]) -> list[str]:

@@ -18,11 +18,11 @@ import tomli_w
 
 from repro import _toml
 from repro.errors import InstallError, UsageError
-from repro.install.atomic import atomic_write
+from repro.install.transaction.atomic import atomic_write
 
 STATE_DIR = ".repro"
 STATE_FILE = "state.toml"
-# the key, in the venv step's facts, of what that step made (repro.install.venvguard)
+# the key, in the venv step's facts, of what that step made (repro.install.venv.guard)
 VENV_RECORD = "made"
 STEPS = (
     "verify",
@@ -67,7 +67,7 @@ class UnpackState:
     @property
     def made_venv(self) -> object | None:
         """What the venv step made (`made` in its facts: pyvenv.cfg and bin/python*, as
-        repro.install.venvguard records them), or None: a state written before repro
+        repro.install.venv.guard records them), or None: a state written before repro
         recorded it, which stays readable (its venv is checked by the rules alone)."""
         venv = self.facts.get("venv")
         return venv.get(VENV_RECORD) if isinstance(venv, dict) else None

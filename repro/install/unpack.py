@@ -1,6 +1,6 @@
 """`repro unpack`: rebuild a bundle's environment on this box, verified and resumable.
 
-Stages: verify (repro.install.bundleread) -> preflight -> venv -> install -> patch ->
+Stages: verify (repro.install.read.bundle) -> preflight -> venv -> install -> patch ->
 workspace -> units -> models -> ladder (repro.install.stages) -> report
 (repro.install.report). Nothing outside a staging directory is written until the
 bundle has verified and the preflight has passed. Each finished step is recorded in
@@ -23,20 +23,20 @@ from repro.bundle.manifest import ProgressSink
 from repro.errors import InputError, InstallError, ReproError, UsageError, VerificationError
 from repro.hashing import sha256_file
 from repro.install import stages
-from repro.install.atomic import exclusive_lock, remove_temp_leftovers
-from repro.install.bundleread import is_directory, read_bundle
+from repro.install.deploy.restore import venv_dir
+from repro.install.deploy.services import RequiredSecret, required_secrets
 from repro.install.drift import KEPT_BUNDLE, target_drift, target_info
 from repro.install.options import Events, UnpackOptions
-from repro.install.patching import unpatch
+from repro.install.read.bundle import is_directory, read_bundle
+from repro.install.read.staging import moved_away
 from repro.install.report import StageResult, StepRecorder, StepReport, UnpackReport
-from repro.install.services import RequiredSecret, required_secrets
 from repro.install.smoke import SmokeStep
-from repro.install.staging import moved_away
 from repro.install.state import STATE_DIR, BundleIdentity, open_state
-from repro.install.streaminstall import StagedVenv, StreamedInstall
-from repro.install.targetsite import site_packages_of
-from repro.install.venvguard import trusted_interpreter
-from repro.install.workspace import venv_dir
+from repro.install.transaction.atomic import exclusive_lock, remove_temp_leftovers
+from repro.install.transaction.patching import unpatch
+from repro.install.venv.guard import trusted_interpreter
+from repro.install.venv.site import site_packages_of
+from repro.install.venv.streamed import StagedVenv, StreamedInstall
 
 __all__ = ["UnpackOptions", "UnpackReport", "unpack", "unpatch_target"]
 
@@ -258,14 +258,14 @@ def _run_stages(
             _drop_vault(inputs.kept, run.events)
         stage("patch", lambda: stages.patch(inputs))
         stage("workspace", lambda: stages.workspace(inputs))
-        stage("services", lambda: stages.units(inputs))
+        stage("services", lambda: stages.services(inputs))
         secrets_needed = tuple(required_secrets(inputs.kept, target))
         run.report = replace(run.report, secrets=secrets_needed)
         _say_secrets(run.events, secrets_needed)
         stage("models", lambda: stages.models(inputs))
         # Before the ladder: a rung would fail on a drifted file with a vaguer message.
         _check_drift(run, target, options.jobs)
-        stage("smoke", lambda: stages.ladder(inputs))
+        stage("smoke", lambda: stages.smoke(inputs))
     except ReproError as exc:
         run.failed(exc)
         run.save_after_failure(exc)
@@ -355,7 +355,7 @@ def _check_drift(run: StepRecorder, target: Path, jobs: int | None) -> None:
     run.report = replace(run.report, drift=drift)
     changed = [d for d in drift if d.what == "venv"]
     if changed:
-        # the venv's own files: its interpreter is not started again (repro.install.venvguard)
+        # the venv's own files: its interpreter is not started again (repro.install.venv.guard)
         raise InstallError(
             f"{target}: refusing to start its interpreter: the venv's own files are not the "
             "ones the venv step made:\n" + "\n".join(f"  - {d.describe()}" for d in changed),

@@ -1,6 +1,8 @@
 """The smoke-test ladder: from `python -c` to a real generation on a launched server."""
 
-from repro.ladder.model import (
+from repro.ladder.registry import RUNG_NAMES, RUNGS, Rung
+from repro.ladder.runner import parse_rungs, run_ladder
+from repro.ladder.types import (
     AppliedPatch,
     LadderReport,
     LadderSpec,
@@ -9,8 +11,6 @@ from repro.ladder.model import (
     RungStatus,
     Timeouts,
 )
-from repro.ladder.registry import RUNG_NAMES, RUNGS, Rung
-from repro.ladder.runner import parse_rungs, run_ladder
 
 __all__ = [
     "RUNGS",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from repro.ladder.interp import ScriptRun
-from repro.ladder.model import RungResult, RungStatus
+from repro.ladder.types import RungResult, RungStatus
 
 
 def skipped(name: str, reason: str, facts: Mapping[str, Any] | None = None) -> RungResult:

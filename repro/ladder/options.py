@@ -8,9 +8,9 @@ from pathlib import Path
 
 from repro.bundle import layout
 from repro.errors import UsageError
-from repro.ladder.model import LadderSpec, LaunchSpec, Timeouts
 from repro.ladder.registry import RUNG_NAMES
 from repro.ladder.spec import launch_from_command, launch_from_unit, spec_from_bundle_dir
+from repro.ladder.types import LadderSpec, LaunchSpec, Timeouts
 
 # unpack keeps the verified bundle in TARGET/.repro/bundle (repro.install.state.STATE_DIR;
 # not imported: the ladder does not depend on the unpack side)

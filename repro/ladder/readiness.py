@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 
-from repro.ladder.model import LaunchSpec
+from repro.ladder.types import LaunchSpec
 
 
 class Probe(enum.Enum):

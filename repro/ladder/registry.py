@@ -1,9 +1,9 @@
 """The rungs of the ladder, in the order they are climbed: the one place a rung is named.
 
 Everything that knows the rungs reads RUNGS: repro.toml's `ladder.rungs` check
-(repro.config), the `repro init` template (repro.workspace), `repro smoke --rungs`
-(its help and its check), a bundle's `[ladder] rungs` (repro.ladder.spec), unpack's
-verdict (repro.install.smoke) and the runner.
+(repro.config), the `repro init` template (repro.snapshot.workspace.discovery),
+`repro smoke --rungs` (its help and its check), a bundle's `[ladder] rungs`
+(repro.ladder.spec), unpack's verdict (repro.install.smoke) and the runner.
 
 To add a rung:
   1. write its function, `(spec, context) -> RungResult`, in repro/ladder/rungs.py (or a
@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from repro.ladder.model import LadderSpec, RungContext, RungResult, RungScript
 from repro.ladder.rungs import engine_rung, nccl_rung, python_rung, torch_rung, triton_rung
 from repro.ladder.server import server_rung
+from repro.ladder.types import LadderSpec, RungContext, RungResult, RungScript
 
 RungFunction = Callable[[LadderSpec, RungContext], RungResult]
 

@@ -13,7 +13,7 @@ from typing import Any
 from repro.gpu.arch import Verdict, arch_compatible
 from repro.ladder.common import facts_of, failed, script_problem, skipped
 from repro.ladder.interp import ScriptRun, run_script
-from repro.ladder.model import ENGINES, LadderSpec, RungContext, RungResult, RungStatus
+from repro.ladder.types import ENGINES, LadderSpec, RungContext, RungResult, RungStatus
 
 BF16_TOLERANCE = 1e-2
 FLOAT32_TOLERANCE = 1e-4

@@ -9,8 +9,8 @@ from typing import Any
 
 from repro.errors import UsageError
 from repro.ladder import registry
-from repro.ladder.model import LadderReport, LadderSpec, RungContext, RungResult, RungStatus
 from repro.ladder.registry import in_ladder_order, unknown_rungs
+from repro.ladder.types import LadderReport, LadderSpec, RungContext, RungResult, RungStatus
 
 RungCallback = Callable[[RungResult], None]
 

@@ -11,14 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.ladder.model import (
-    LadderSpec,
-    LaunchSpec,
-    RungContext,
-    RungResult,
-    RungStatus,
-    Timeouts,
-)
 from repro.ladder.process import (
     log_errors,
     log_tail,
@@ -34,6 +26,14 @@ from repro.ladder.readiness import (
     generate,
     probe_health,
     served_model,
+)
+from repro.ladder.types import (
+    LadderSpec,
+    LaunchSpec,
+    RungContext,
+    RungResult,
+    RungStatus,
+    Timeouts,
 )
 from repro.ladder.variables import unfilled_variables
 from repro.servecmd import model_arguments

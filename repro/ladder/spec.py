@@ -16,11 +16,11 @@ from repro.bundle.info import BundleInfo, LaunchCommand, load_bundle_info
 from repro.bundle.patchset import load_patchset
 from repro.errors import BundleFormatError, InputError
 from repro.ladder import registry
-from repro.ladder.model import ENGINES, AppliedPatch, LadderSpec, LaunchSpec, Timeouts
 from repro.ladder.registry import in_ladder_order, unknown_rungs
+from repro.ladder.types import ENGINES, AppliedPatch, LadderSpec, LaunchSpec, Timeouts
 from repro.ladder.variables import fill_variables
 from repro.servecmd import PortNotANumber, serve_command
-from repro.unitexec import parse_service
+from repro.units.command import parse_service
 
 
 def _read(path: Path) -> bytes:
@@ -81,7 +81,7 @@ def launch_from_unit(
     variables: Mapping[str, str] | None = None,
 ) -> LaunchSpec:
     """``--service NAME``: a systemd unit's ExecStart=, Environment= and
-    WorkingDirectory=, read as systemd would (repro.unitexec)."""
+    WorkingDirectory=, read as systemd would (repro.units.command)."""
     try:
         text = unit.read_text(encoding="utf-8")
     except OSError as exc:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from repro.ladder.model import LaunchSpec
+from repro.ladder.types import LaunchSpec
 
 _VARIABLE = re.compile(r"\$\{(REPRO_[A-Z]+)\}")
 

@@ -9,7 +9,7 @@ only for its constants (KEY_MODULES). Standard library only; must work on any Py
 Every section is gathered on its own, so one failure is reported in "errors" instead of
 losing the whole document. Key modules (torch, sglang, ...) are imported in child processes
 with a timeout, so a broken or slow import cannot hang or kill the probe; `--no-imports`
-leaves them out (repro then reads them from files: repro/snapshot/modulefiles.py).
+leaves them out (repro then reads them from files: repro/snapshot/facts/modulefiles.py).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from typing import Any
 from repro.bundle import layout
 from repro.bundle.patchset import load_patchset
 from repro.errors import ReproError, UsageError
-from repro.install.patching import apply_patches
 from repro.install.smoke import ladder_step
+from repro.install.transaction.patching import apply_patches
 from repro.install.unpack import UnpackOptions, unpack
 from repro.ladder import RungStatus
 from repro.snapshot.pack import PackOptions, default_cache_dir, pack

@@ -21,7 +21,7 @@ from repro.bundle.vault import VaultEntry
 from repro.diffapply import count_diff_lines
 from repro.errors import InputError
 from repro.hashing import CHUNK_SIZE
-from repro.snapshot.modulefiles import probed_by_import
+from repro.snapshot.facts.modulefiles import probed_by_import
 from repro.verbs.check import TargetKind, classify_target
 from repro.verbs.view import BundleView, MemberBudget, load_bundle
 

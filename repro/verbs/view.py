@@ -41,8 +41,8 @@ from repro.bundle.stream import open_archive
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import InputError
 from repro.hashing import hash_files, sha256_bytes, sha256_stream
-from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.scan import scan_environment
+from repro.snapshot.facts.modulefiles import probe_target
+from repro.snapshot.scan.compare import scan_environment
 from repro.verbs.check import TargetKind, classify_target
 
 ViewKind = Literal["archive", "directory", "environment"]

@@ -12,7 +12,7 @@ import pytest
 
 from repro.bundle.environment import facts_from_dict
 from repro.errors import ProbeError, UsageError
-from repro.snapshot.environment import find_interpreter, probe_environment
+from repro.snapshot.facts.environment import find_interpreter, probe_environment
 from tests.snapshot.conftest import PatchedEnv, Venv
 
 

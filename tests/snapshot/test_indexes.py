@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ConfigError
-from repro.snapshot.indexes import read_index_config, strip_credentials
+from repro.snapshot.facts.indexes import read_index_config, strip_credentials
 
 ISOLATED = {"XDG_CONFIG_DIRS": "/nonexistent-xdg"}
 

@@ -22,8 +22,8 @@ from repro.bundle.lock import (
     render_requirements_lock,
 )
 from repro.errors import InputError, PylockError
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.freeze import pins_from_facts, pip_freeze, requires_python_of
+from repro.snapshot.facts.environment import probe_environment
+from repro.snapshot.facts.freeze import pins_from_facts, pip_freeze, requires_python_of
 from tests.snapshot.conftest import PYTHON_311, LockTools, Venv, make_venv, run
 
 PINS = (Pin("six", "1.17.0"), Pin("idna", "3.10"), Pin("attrs", "25.1.0"))

@@ -10,10 +10,10 @@ import pytest
 
 from repro.config import WorkspaceTarget
 from repro.errors import ConfigError
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.pristine import PristineCache, make_diff, pristine_file
-from repro.snapshot.scan import PatchedFile, scan_environment
-from repro.snapshot.workspace_patches import load_workspace_patches
+from repro.snapshot.facts.environment import probe_environment
+from repro.snapshot.scan.compare import PatchedFile, scan_environment
+from repro.snapshot.scan.keptpatches import load_workspace_patches
+from repro.snapshot.scan.pristine import PristineCache, make_diff, pristine_file
 from tests.snapshot.conftest import PatchedEnv
 
 

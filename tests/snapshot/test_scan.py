@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.scan import is_ignored, scan_environment
-from repro.snapshot.scanrun import ScanRequest, scan_target
+from repro.snapshot.facts.environment import probe_environment
+from repro.snapshot.scan.compare import is_ignored, scan_environment
+from repro.snapshot.scan.run import ScanRequest, scan_target
 from repro.wheel.scripts import split_shebang
 from tests.conftest import run_repro
 from tests.snapshot.conftest import PatchedEnv, Venv, make_venv, pip

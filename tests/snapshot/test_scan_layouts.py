@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.snapshot.environment import probe_environment
-from repro.snapshot.scan import scan_environment
+from repro.snapshot.facts.environment import probe_environment
+from repro.snapshot.scan.compare import scan_environment
 from tests.snapshot.conftest import PYTHON_311, make_venv, run
 
 
@@ -116,7 +116,7 @@ def test_namespace_roots_subdirectories_and_scripts(tmp_path: Path) -> None:
 def test_metadata_headers_end_at_the_first_empty_line(
     tmp_path: Path, metadata: str, expected: tuple[str, str]
 ) -> None:
-    from repro.snapshot.installed import read_metadata_name_version
+    from repro.snapshot.facts.installed import read_metadata_name_version
 
     info = tmp_path / "x-1.dist-info"
     info.mkdir()
@@ -126,7 +126,7 @@ def test_metadata_headers_end_at_the_first_empty_line(
 
 def test_metadata_without_version_in_its_headers_is_refused(tmp_path: Path) -> None:
     from repro.errors import InputError
-    from repro.snapshot.installed import read_metadata_name_version
+    from repro.snapshot.facts.installed import read_metadata_name_version
 
     info = tmp_path / "x-1.dist-info"
     info.mkdir()

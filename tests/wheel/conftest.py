@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.install.vaultinstall import RESERVED, describe_interpreter, venv_scheme
+from repro.install.venv.vault import RESERVED, describe_interpreter, venv_scheme
 from repro.wheel.scheme import Scheme
 
 BUILD_TIMEOUT = 300

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from repro.errors import InstallError
-from repro.install.vaultinstall import (
+from repro.install.venv.vault import (
     describe_interpreter,
     install_from_vault,
 )

@@ -17,12 +17,12 @@ from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import BundleInfo, LadderInfo, ModelRef, WorkspaceInfo, source_info
 from repro.config import Config
 from repro.diffapply import count_diff_lines
-from repro.snapshot.models import ModelReference
-from repro.snapshot.patchcollect import CollectedPatch
-from repro.snapshot.reproduce import PatchSummary, ReproduceFacts
+from repro.snapshot.scan.patches import CollectedPatch
 from repro.snapshot.stages.output import Target
 from repro.snapshot.stages.workspace import WorkspaceParts, launch
-from repro.snapshot.vault import VaultReport
+from repro.snapshot.vault.build import VaultReport
+from repro.snapshot.workspace.models import ModelReference
+from repro.snapshot.write.reproduce import PatchSummary, ReproduceFacts
 
 _PLAIN_WORD = re.compile(r"[\w@%+=:,./${}-]+")
 

@@ -17,12 +17,12 @@ from packaging.utils import canonicalize_name
 from repro.bundle import layout
 from repro.bundle.lock import DistFile, IndexConfig, Pin, render_pylock, render_requirements_lock
 from repro.bundle.vault import VaultEntry, dump_vault
-from repro.snapshot.bundlewriter import Fill, Reserved
-from repro.snapshot.freeze import freeze_from, requires_python_of
-from repro.snapshot.indexcheck import IndexReport
+from repro.snapshot.facts.freeze import freeze_from, requires_python_of
+from repro.snapshot.facts.indexcheck import IndexReport
 from repro.snapshot.stages.probe import Environment, Probed, Start
 from repro.snapshot.stages.vaulting import Selected, Vaulted
-from repro.snapshot.vault import VaultReport, VaultWheel
+from repro.snapshot.vault.build import VaultReport, VaultWheel
+from repro.snapshot.write.bundle import Fill, Reserved
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,9 @@ from repro.bundle.info import BundleInfo, dump_bundle_info
 from repro.bundle.manifest import ProgressSink
 from repro.bundle.patchset import dump_patchset
 from repro.redaction import scrub_text
-from repro.snapshot.bundlewriter import Fill, Generated, Members, write_bundle
-from repro.snapshot.patchcollect import CollectedPatch
-from repro.snapshot.reproduce import render_reproduce, render_setup_env
-from repro.snapshot.requirements_check import UnmetRequirement, describe_unmet
-from repro.snapshot.scan import ScanReport
+from repro.snapshot.facts.requirements import UnmetRequirement, describe_unmet
+from repro.snapshot.scan.compare import ScanReport
+from repro.snapshot.scan.patches import CollectedPatch
 from repro.snapshot.stages import info as info_stage
 from repro.snapshot.stages.locks import Locks
 from repro.snapshot.stages.options import Progress
@@ -38,12 +36,14 @@ from repro.snapshot.stages.report import pack_report
 from repro.snapshot.stages.scanning import Patched
 from repro.snapshot.stages.vaulting import Vaulted
 from repro.snapshot.stages.workspace import WorkspaceParts
+from repro.snapshot.write.bundle import Fill, Generated, Members, write_bundle
+from repro.snapshot.write.reproduce import render_reproduce, render_setup_env
 
 if TYPE_CHECKING:
     from packaging.tags import Tag
 
-    from repro.snapshot.targetwheels import BootstrapWheels
-    from repro.snapshot.toolwheels import ToolWheelInputs
+    from repro.snapshot.tool.targetwheels import BootstrapWheels
+    from repro.snapshot.tool.wheels import ToolWheelInputs
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,8 @@ def _bootstrap_wheels(
     download: bool,
 ) -> BootstrapWheels:
     """tool/wheels: repro's own wheels, and those the bundle's Python needs besides."""
-    from repro.snapshot.targetwheels import TargetPython, bootstrap_wheels
-    from repro.snapshot.toolwheels import tool_wheels
+    from repro.snapshot.tool.targetwheels import TargetPython, bootstrap_wheels
+    from repro.snapshot.tool.wheels import tool_wheels
 
     own = tool_wheels(cache_root, source_date_epoch=epoch, inputs=inputs)
     target = None

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from repro.archive.common import Compression
-from repro.snapshot.requirements_check import UnmetRequirement
-from repro.snapshot.vault import WheelsMode
+from repro.snapshot.facts.requirements import UnmetRequirement
+from repro.snapshot.vault.build import WheelsMode
 
 __all__ = ["PackOptions", "PackResult", "Progress", "WheelsMode", "default_cache_dir"]
 

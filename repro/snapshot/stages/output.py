@@ -13,8 +13,8 @@ from repro.archive.common import Compression
 from repro.bundle.environment import EnvironmentFacts
 from repro.config import Config
 from repro.errors import UsageError
-from repro.snapshot.bundlewriter import can_defer_digests
 from repro.snapshot.stages.options import PackOptions
+from repro.snapshot.write.bundle import can_defer_digests
 
 SUFFIX: dict[Compression, str] = {"none": ".tar", "gz": ".tar.gz", "zst": ".tar.zst"}
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")

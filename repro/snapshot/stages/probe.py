@@ -23,23 +23,23 @@ from repro.bundle.signing import find_ssh_keygen
 from repro.config import Config
 from repro.errors import UsageError
 from repro.redaction import is_secret_name
-from repro.snapshot import services as unit_capture
-from repro.snapshot.environment import find_interpreter
-from repro.snapshot.freeze import pins_from_facts, run_pip_freeze
-from repro.snapshot.indexcheck import target_tags
-from repro.snapshot.indexes import read_index_config
-from repro.snapshot.installed import InstalledDist, list_installed, scheme_paths
-from repro.snapshot.modulefiles import probe_target
-from repro.snapshot.requirements_check import UnmetRequirement, check_environment
+from repro.snapshot.facts.environment import find_interpreter
+from repro.snapshot.facts.freeze import pins_from_facts, run_pip_freeze
+from repro.snapshot.facts.indexcheck import target_tags
+from repro.snapshot.facts.indexes import read_index_config
+from repro.snapshot.facts.installed import InstalledDist, list_installed, scheme_paths
+from repro.snapshot.facts.modulefiles import probe_target
+from repro.snapshot.facts.requirements import UnmetRequirement, check_environment
 from repro.snapshot.stages.options import PackOptions, Progress, default_cache_dir
 from repro.snapshot.stages.output import output_is_file
+from repro.snapshot.workspace import unitcapture
+from repro.snapshot.workspace.discovery import workspace_config
 from repro.wheel.scheme import SchemePaths
-from repro.workspace import workspace_config
 
 if TYPE_CHECKING:
     from packaging.tags import Tag
 
-    from repro.snapshot.toolwheels import ToolWheelInputs
+    from repro.snapshot.tool.wheels import ToolWheelInputs
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Environment:
     dists: tuple[InstalledDist, ...]
     source_python: str  # the bundle's Python, x.y
     tool_python: str  # pack's own Python, x.y
-    units: Future[list[unit_capture.CapturedUnit]]
+    units: Future[list[unitcapture.CapturedUnit]]
     tool_inputs: Future[ToolWheelInputs] | None  # None: no tool wheels
     tags: Future[list[Tag]]  # the target's tags: the wheels to vault, the files to list
     scheme: Future[SchemePaths] | None  # None: nothing is vaulted
@@ -149,25 +149,25 @@ def environment(start: Start, facts: EnvironmentFacts, background: Executor) -> 
 
 def capture_units(
     options: PackOptions, config: Config, facts: EnvironmentFacts
-) -> list[unit_capture.CapturedUnit]:
+) -> list[unitcapture.CapturedUnit]:
     """The units to carry, read with the source's paths turned into variables; a job of
     its own (stage `environment`), run while the files are hashed."""
     paths = list(config.services.units)
     if not paths:
-        paths = unit_capture.discover_units(layout.at(options.source, layout.SERVICES))
-    paths += unit_capture.resolve_unit_names([*config.services.system, *options.units])
+        paths = unitcapture.discover_units(layout.at(options.source, layout.SERVICES))
+    paths += unitcapture.resolve_unit_names([*config.services.system, *options.units])
     configured = [config.models.drafter] if config.models.drafter else []
-    mapping = unit_capture.PathMap.build(
+    mapping = unitcapture.PathMap.build(
         venv=Path(facts.python.prefix),
         home=options.source.resolve(),
         model_dirs=[*configured, *config.models.others.values()],
     )
-    return [unit_capture.capture_unit(path, mapping) for path in paths]
+    return [unitcapture.capture_unit(path, mapping) for path in paths]
 
 
 def _tool_wheel_inputs() -> ToolWheelInputs:
     # imported here: importlib.metadata is slow to load
-    from repro.snapshot.toolwheels import tool_wheel_inputs
+    from repro.snapshot.tool.wheels import tool_wheel_inputs
 
     return tool_wheel_inputs()
 

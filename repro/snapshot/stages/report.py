@@ -7,11 +7,11 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from repro.snapshot.leftout import LeftOut
-from repro.snapshot.requirements_check import UnmetRequirement
-from repro.snapshot.scan import ScanReport
+from repro.snapshot.facts.requirements import UnmetRequirement
+from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.stages.options import PackOptions, PackResult
 from repro.snapshot.stages.output import Target
+from repro.snapshot.workspace.leftout import LeftOut
 
 if TYPE_CHECKING:
     from repro.snapshot.stages.members import Assembled

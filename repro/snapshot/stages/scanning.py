@@ -18,16 +18,16 @@ from packaging.utils import canonicalize_name
 
 from repro.bundle import layout
 from repro.bundle.environment import EnvironmentFacts
-from repro.snapshot.files import MAX_SCANNED_BYTES, token_in_code
-from repro.snapshot.patchcollect import CollectedPatch, collect_patches
-from repro.snapshot.pristine import PristineCache, default_pip_cache
-from repro.snapshot.scan import ScanReport, scan_environment
-from repro.snapshot.scancache import ScanCache
+from repro.snapshot.scan.cache import ScanCache
+from repro.snapshot.scan.compare import ScanReport, scan_environment
+from repro.snapshot.scan.keptpatches import load_workspace_patches
+from repro.snapshot.scan.patches import CollectedPatch, collect_patches
+from repro.snapshot.scan.pristine import PristineCache, default_pip_cache
 from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import Target
 from repro.snapshot.stages.probe import Start
-from repro.snapshot.vault import VaultSelection
-from repro.snapshot.workspace_patches import load_workspace_patches
+from repro.snapshot.vault.build import VaultSelection
+from repro.snapshot.workspace.files import MAX_SCANNED_BYTES, token_in_code
 from repro.wheel.rebuild import CarryPatched
 
 # Files of vaulted distributions this large are read by the scan for their CRC-32 only:

@@ -20,14 +20,13 @@ from repro.archive.memberfill import not_as_recorded
 from repro.bundle import layout
 from repro.bundle.lock import IndexConfig
 from repro.hashing import hash_files
-from repro.snapshot.bundlewriter import Streamed
-from repro.snapshot.indexcheck import IndexReport, check_index
-from repro.snapshot.installed import InstalledDist
-from repro.snapshot.scan import ScanReport
+from repro.snapshot.facts.indexcheck import IndexReport, check_index
+from repro.snapshot.facts.installed import InstalledDist
+from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import Target
 from repro.snapshot.stages.probe import Environment, Start
-from repro.snapshot.vault import (
+from repro.snapshot.vault.build import (
     PlannedWheel,
     VaultReport,
     VaultSelection,
@@ -35,6 +34,7 @@ from repro.snapshot.vault import (
     plan_vault,
     select_vault,
 )
+from repro.snapshot.write.bundle import Streamed
 from repro.wheel.rebuild import CarryPatched
 
 if TYPE_CHECKING:

@@ -17,8 +17,10 @@ from repro.bundle.manifest import printable_path
 from repro.config import Config
 from repro.redaction import scrub_text
 from repro.servecmd import DEFAULT_PORTS
-from repro.snapshot import services as unit_capture
-from repro.snapshot.leftout import (
+from repro.snapshot.stages.options import PackOptions
+from repro.snapshot.stages.probe import Environment, Start
+from repro.snapshot.workspace import unitcapture
+from repro.snapshot.workspace.leftout import (
     LeftOut,
     LeftOutKind,
     split_by_size,
@@ -26,16 +28,14 @@ from repro.snapshot.leftout import (
     uncovered_entries,
     weights_left_out,
 )
-from repro.snapshot.models import ModelReference, describe_model
-from repro.snapshot.stages.options import PackOptions
-from repro.snapshot.stages.probe import Environment, Start
+from repro.snapshot.workspace.models import ModelReference, describe_model
 
 _PORT = re.compile(r"--port[ =](\d+)")
 
 
 @dataclass(frozen=True)
 class WorkspaceParts:
-    units: tuple[unit_capture.CapturedUnit, ...]
+    units: tuple[unitcapture.CapturedUnit, ...]
     models: tuple[ModelReference, ...]
     carried: tuple[Path, ...]  # workspace files for files/
     left_out: tuple[LeftOut, ...]
@@ -86,7 +86,7 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
 def _models(
     options: PackOptions,
     config: Config,
-    units: Sequence[unit_capture.CapturedUnit] = (),
+    units: Sequence[unitcapture.CapturedUnit] = (),
     secret_values: Sequence[str] = (),
 ) -> tuple[list[ModelReference], list[str]]:
     """References of repro.toml's [models], the workspace's drafter/, and each model
@@ -118,7 +118,7 @@ def _models(
     known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
     names = {ref.name for ref in refs}
     warnings: list[str] = []
-    for model in unit_capture.models_named_by_units(units):
+    for model in unitcapture.models_named_by_units(units):
         if _resolved(model.path) in known:
             continue
         if model.name in names:
@@ -147,7 +147,7 @@ def _resolved(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def launch(config: Config, units: Sequence[unit_capture.CapturedUnit] = ()) -> LaunchInfo:
+def launch(config: Config, units: Sequence[unitcapture.CapturedUnit] = ()) -> LaunchInfo:
     """repro.toml's [launch] commands; without them, one per unit that runs a server."""
     if not config.launch.commands:
         return LaunchInfo(tuple(unit.launch for unit in units if unit.launch is not None))
