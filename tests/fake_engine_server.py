@@ -3,7 +3,7 @@
 It speaks just enough of SGLang's (/health_generate, /generate) and the OpenAI
 API (/health, /v1/models, /v1/completions), streaming, and can misbehave on
 purpose.  A real engine cannot be made to fail in these ways on demand; the
-real-engine test (vLLM CPU) lives in test_ladder_engine.py.
+real-engine test (vLLM CPU) lives in tests/ladder/test_engine.py.
 
 Modes:
   ready          answers everything

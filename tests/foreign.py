@@ -1,4 +1,4 @@
-"""Entry points run by other interpreters (see test_archive.py). Standard library only."""
+"""Entry points run by other interpreters (see tests/archive/test_archive.py). Stdlib only."""
 
 from __future__ import annotations
 

@@ -34,8 +34,8 @@ from repro.units.command import parse_service
 from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.conftest import run_repro
 from tests.freshbox import FreshBox, fresh_box, unit_paths
+from tests.ladder.test_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
 from tests.snapshot.conftest import PYTHON_312, make_venv, pip
-from tests.test_ladder_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
 
 pytestmark = pytest.mark.slow
 

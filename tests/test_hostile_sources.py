@@ -24,7 +24,7 @@ import pytest
 from repro.bundle.manifesttree import write_manifest
 from tests._venvs import find_python
 from tests.conftest import run_repro
-from tests.test_unpack import build_workspace, installed, pack
+from tests.install.test_unpack import build_workspace, installed, pack
 
 pytestmark = pytest.mark.slow
 

@@ -42,7 +42,7 @@ import pytest
 from repro._toml import loads as toml_loads
 from tests._venvs import cache_root, find_python
 from tests.conftest import REPO_ROOT, run_repro
-from tests.test_unpack import build_local_wheel, build_workspace, pack
+from tests.install.test_unpack import build_local_wheel, build_workspace, pack
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 every scheme, scripts and entry points, stored and deflated members streamed and hashed
 as they are written, the installed RECORD. What the plan refuses before a byte is
 written is tests/wheel/test_audit.py; the byte-for-byte comparison with uv and pip on
-real PyPI wheels is tests/test_installer_parity.py."""
+real PyPI wheels is tests/install/venv/test_installer_parity.py."""
 
 from __future__ import annotations
 

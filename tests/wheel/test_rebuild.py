@@ -4,7 +4,7 @@ a venv layout, and rebuilt from the installed files: the same members byte for b
 out), a RECORD pypa/installer validates, the same bytes every time; a patched or
 unreadable file and a malformed entry_points.txt end in a VaultError naming them.
 
-The rebuild of real pip installs, and of PyPI's wheels, is tests/test_vault.py."""
+The rebuild of real pip installs, and of PyPI's wheels, is tests/snapshot/vault/test_build.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 encoding, on hand-made rows and on the RECORD of a wheel setuptools built.
 
 The end-to-end battery (hostile but legal names through pip, `repro pack` and
-pypa/installer's validation) is tests/test_record_csv.py."""
+pypa/installer's validation) is tests/wheel/test_record_csv.py."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from tests.conftest import run_repro
 from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

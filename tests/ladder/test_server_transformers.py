@@ -19,8 +19,8 @@ import pytest
 
 from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.conftest import run_repro
+from tests.ladder.test_engine import make_model
 from tests.ladder_helpers import free_port, group_alive
-from tests.test_ladder_engine import make_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

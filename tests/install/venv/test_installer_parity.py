@@ -20,7 +20,7 @@ from repro.install.venv.installer import installer_lines
 from repro.install.venv.site import read_installed
 from tests._incomplete_env import make_workspace, pip_check
 from tests._venvs import find_python
-from tests.test_unpack import NO_NETWORK, locked_pins, pack, unpack
+from tests.install.test_unpack import NO_NETWORK, locked_pins, pack, unpack
 
 pytestmark = pytest.mark.slow
 

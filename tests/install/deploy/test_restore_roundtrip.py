@@ -21,7 +21,7 @@ from repro._toml import loads as toml_loads
 from repro.snapshot.workspace.leftout import MAX_CARRIED_FILE
 from tests._venvs import find_python
 from tests.conftest import run_repro, unpacked_venv
-from tests.test_unpack import build_workspace, site_packages
+from tests.install.test_unpack import build_workspace, site_packages
 
 pytestmark = pytest.mark.slow
 

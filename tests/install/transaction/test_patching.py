@@ -239,7 +239,7 @@ KILLER = textwrap.dedent(
 def test_killed_midway_then_rerun_converges(site: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "patches"
     patchset = make_patchset(site, bundle)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, str(site), str(bundle)], env=env, check=False
     )
@@ -262,7 +262,7 @@ def test_lock_refuses_a_second_patcher(site: Path, tmp_path: Path) -> None:
             "from repro.install.transaction.atomic import exclusive_lock\n"
             f"with exclusive_lock(Path({str(state / patching.LOCK)!r}), what='patching'): pass\n"
         )
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
         other = subprocess.run(
             [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False
         )

@@ -19,7 +19,7 @@ from repro.ladder.runner import parse_rungs
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.ladder.types import RungScript
 from repro.snapshot.workspace.discovery import discover_workspace, render_repro_toml
-from tests.test_ladder_spec import HEADER, write_bundle
+from tests.ladder.test_spec import HEADER, write_bundle
 
 
 def test_the_ladder_is_the_six_rungs_in_order() -> None:

@@ -23,8 +23,8 @@ import pytest
 
 from repro.snapshot.tool.wheels import tool_wheels
 from tests.snapshot.conftest import Venv, make_venv, pip
-from tests.test_record_csv import installer_validate
 from tests.test_setup_env import TOOL_HOME, UNPACK, _box_with, _setup_env
+from tests.wheel.test_record_csv import installer_validate
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 
 The server is tests/fake_engine_server.py, a TEST DOUBLE of an OpenAI-compatible
 engine (no real engine runs in these tests; the real one, vLLM CPU, is in
-test_ladder_engine.py). The unit is captured on a "source" workspace, the bundle's
+tests/ladder/test_engine.py). The unit is captured on a "source" workspace, the bundle's
 launch is read back on a "target" at other paths, and the variables filled there.
 """
 

@@ -1,6 +1,6 @@
 """When `repro unpack` may install while the bundle streams in, and how staged files
 move into the venv (repro.install.venv.streamed); the whole path through the CLI is
-tests/test_streamed_unpack.py."""
+tests/install/venv/test_streamed_unpack.py."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_adopt_moves_every_staged_file_into_the_venv(tmp_path: Path) -> None:
     adopt(staged, venv, LAYOUT)
     assert (venv / "lib/python3.11/site-packages/demo/__init__.py").read_text() == "x = 1\n"
     assert (venv / "bin/demo").read_text() == "#!/bin/sh\n"
-    # the venv's own activate: no wheel replaces it (tests/test_venv_guard.py)
+    # the venv's own activate: no wheel replaces it (tests/install/venv/test_guard.py)
     assert (venv / "bin/activate").read_text() == "# venv's\n"
     assert os.readlink(venv / "lib64") == "lib"
     assert [p for p in staged.prefix.rglob("*") if p.is_file()] == []

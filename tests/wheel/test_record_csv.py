@@ -220,7 +220,7 @@ def test_every_wheel_of_a_real_many_distribution_venv_passes_installer_validatio
     them), packed `--wheels all --offline`: every wheel of its vault, rebuilt or not,
     passes `python -m installer --validate-record all`."""
     from tests._venvs import VenvRecipe, cached_venv, venv_python
-    from tests.test_ladder_transformers import RECIPE
+    from tests.ladder.test_server_transformers import RECIPE
 
     python = venv_python(cached_venv(VenvRecipe("transformers-serve", find_python("3.11"), RECIPE)))
     workspace = tmp_path / "ws"

@@ -32,7 +32,7 @@ from tests.freshbox import INNER_ROOT, FreshBox, fresh_box
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 COLLECTIONS = REPO_ROOT / "contrib" / "ansible"
 COLLECTION = COLLECTIONS / "ansible_collections" / "repro" / "deploy"
 PLAYBOOK = COLLECTION / "playbooks" / "rolling_update.yml"

@@ -6,7 +6,7 @@ environment (what would redirect the install dropped, the caller's caches kept).
 The installer process is a TEST DOUBLE: `run_tethered` is replaced by a recorder that
 keeps argv, environment, working directory and the lock the installer would read, and
 answers exit 0 (or the exit a case gives). Installing for real is what the slow tests
-do (tests/test_unpack.py, tests/test_installer_parity.py); here only what is handed
+do (tests/install/test_unpack.py, tests/install/venv/test_installer_parity.py); here only what is handed
 over is checked, in milliseconds. The plan is built as unpack builds it: the bundle's
 lock read, its sources from repro.install.venv.sources.package_sources.
 """

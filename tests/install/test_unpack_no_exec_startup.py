@@ -26,7 +26,7 @@ from repro.install.state import load_state
 from tests._venvs import find_python
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro, unpacked_venv
-from tests.test_unpack import build_local_wheel, build_workspace, pack
+from tests.install.test_unpack import build_local_wheel, build_workspace, pack
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ from bench.measure import Run, Series, paired_ratio
 from bench.report import goals
 from repro.errors import ReproError
 from repro.install.preflight import check_disk
-from tests.test_preflight import info_with, inputs_for
+from tests.install.test_preflight import info_with, inputs_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CONTENDERS = {
     "check": [
@@ -336,7 +336,7 @@ def test_every_command_loads_under_its_name() -> None:
 def test_scan_probe_imports_nothing_from_the_target(tmp_path: Path) -> None:
     """`repro scan` probes without importing the target's key modules (torch: seconds and
     ~600 MB RSS, seen by bench/ on the full environment); pack reads them from files
-    unless asked to import them (tests/test_modulefiles.py)."""
+    unless asked to import them (tests/snapshot/facts/test_modulefiles.py)."""
     from repro.snapshot.facts.environment import probe_environment
 
     venv = tmp_path / "venv"
