@@ -18,18 +18,13 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from repro.bundle import layout
+from repro.errors import PreflightError
 from repro.gpu.arch import Verdict, arch_compatible
 from repro.gpu.cubin import UnreadableWheel, inspection_budget, wheel_archs
 from repro.gpu.info import GpuInventory, query_gpus
-from repro.install.venv.site import NO_SITE
+from repro.interpreter import run_target_script
 
 Status = Literal["pass", "warn", "fail"]
-
-_PYTHON_FACTS = (
-    "import json, sys, sysconfig; "
-    "print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
-    "'include': sysconfig.get_paths()['include'], 'executable': sys.executable}))"
-)
 
 
 @dataclass(frozen=True)
@@ -83,16 +78,11 @@ def _major_minor(version: str) -> str:
 
 
 def _python_facts(python: Path) -> dict[str, str] | None:
+    """repro/probe/python_facts.py's answer, or None when `python` is no working Python."""
     try:
-        result = subprocess.run(
-            [str(python), *NO_SITE, "-c", _PYTHON_FACTS],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = run_target_script(python, "python_facts.py", timeout=60, error=PreflightError)
         data = json.loads(result.stdout) if result.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+    except (PreflightError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 

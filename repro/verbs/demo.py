@@ -33,6 +33,7 @@ from repro.install.smoke import ladder_step
 from repro.install.transaction.patching import apply_patches
 from repro.install.unpack import UnpackOptions, unpack
 from repro.ladder import RungStatus
+from repro.snapshot.facts.installed import scheme_paths
 from repro.snapshot.pack import PackOptions, default_cache_dir, pack
 from repro.verbs.check import CheckOptions, check_target
 
@@ -152,12 +153,7 @@ def build_workspace(root: Path, *, with_torch: bool | None) -> tuple[Path, bool]
     if torch:
         _pip(python, TORCH)
     patch_dir = shipped_patch_set()
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout.strip()
-    )  # fmt: skip
+    site = scheme_paths(python).purelib
     with tempfile.TemporaryDirectory() as state:
         apply_patches(
             load_patchset((patch_dir / layout.PATCHSET_FILE).read_bytes(), source=str(patch_dir)),

@@ -14,10 +14,8 @@ transaction and are read together.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +32,7 @@ from repro.diffapply import DiffApplyError, apply_unified_diff
 from repro.errors import InstallError, PatchConflictError, ReproError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install.transaction.atomic import atomic_unlink, atomic_write, exclusive_lock
-from repro.install.venv.site import NO_SITE
+from repro.interpreter import run_target_script
 
 Action = Literal["write", "delete", "skip"]
 Writer = Callable[[Path, bytes, int], None]
@@ -43,20 +41,6 @@ JOURNAL = "patch-journal.toml"
 APPLIED = "applied.toml"
 LOCK = "patch.lock"
 BACKUP = "backup"
-
-_COMPILE_SCRIPT = """
-import json, sys
-errors = []
-for name, path in json.load(sys.stdin):
-    with open(path, "rb") as f:
-        source = f.read()
-    try:
-        compile(source, name, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None)
-        errors.append({"path": name, "line": line, "message": str(exc)})
-json.dump(errors, sys.stdout)
-"""
 
 
 @dataclass(frozen=True)
@@ -247,18 +231,9 @@ def syntax_check(python: Path, changes: Sequence[PlannedChange], timeout: float 
             path = Path(temp) / f"{index}.py"
             path.write_bytes(change.content or b"")
             items.append([change.entry.path, str(path)])
-        try:
-            result = subprocess.run(
-                [str(python), *NO_SITE, "-c", _COMPILE_SCRIPT],
-                input=json.dumps(items),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8"},
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InstallError(f"{python}: cannot run the syntax check: {exc}") from exc
+        result = run_target_script(
+            python, "compile_check.py", timeout=timeout, input=json.dumps(items), error=InstallError
+        )
     if result.returncode != 0:
         raise InstallError(f"{python}: syntax check failed to run: {result.stderr.strip()}")
     errors = json.loads(result.stdout)

@@ -5,65 +5,32 @@ starts with site processing, `-I` included. A bundle can put such a file there, 
 hand patch or inside a vault wheel, so every call repro makes into a target
 interpreter only to learn a fact (where site-packages is, which distributions are
 installed, whether a patched file compiles) starts it with `-I -S`: no site
-processing, nothing of site-packages imported. Without `site`, `sys.prefix` is not yet
-the venv's (site.py sets it from pyvenv.cfg), so the venv's directories are computed
-from the interpreter's own location instead.
+processing, nothing of site-packages imported (`repro.interpreter.run_target_script`,
+without `site=True`). Without `site`, `sys.prefix` is not yet the venv's (site.py sets it
+from pyvenv.cfg), so repro/probe/venv_site.py finds the venv's directories from the
+interpreter's own location instead.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, InstallError
+from repro.interpreter import run_target_script
 
-NO_SITE = ("-I", "-S")
 TIMEOUT = 300
-
-_SITE_DIRS = """
-import json, os, sys, sysconfig
-here = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-prefix = here if os.path.isfile(os.path.join(here, "pyvenv.cfg")) else sys.prefix
-scheme = "venv" if "venv" in sysconfig.get_scheme_names() else "posix_prefix"
-paths = sysconfig.get_paths(scheme, vars={"base": prefix, "platbase": prefix})
-site_dirs = list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
-"""
-
-_PRINT_SITE_DIRS = _SITE_DIRS + "print(json.dumps(site_dirs))\n"
-
-_LIST_DISTRIBUTIONS = (
-    _SITE_DIRS
-    + """
-import importlib.metadata as m
-out = {}
-for d in m.distributions(path=site_dirs):
-    name = d.metadata["Name"]
-    if name:
-        out.setdefault(name, d.version)
-print(json.dumps(out))
-"""
-)
 
 # Module names Python imports by itself at startup when they are on sys.path.
 _STARTUP_MODULES = ("sitecustomize", "usercustomize")
 
 
-def run_no_site(python: Path, script: str, *, what: str) -> str:
-    try:
-        result = subprocess.run(
-            [str(python), *NO_SITE, "-c", script],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-            env={"PATH": os.defpath},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InstallError(f"{python}: cannot {what}: {exc}") from exc
+def run_no_site(python: Path, args: Sequence[str], *, what: str) -> str:
+    """The answer of repro/probe/venv_site.py `args` (`dirs`, `distributions`, `scheme`)."""
+    result = run_target_script(python, "venv_site.py", args, timeout=TIMEOUT, error=InstallError)
     if result.returncode != 0:
         raise InstallError(f"{python}: cannot {what}: {result.stderr.strip()[-2000:]}")
     return result.stdout
@@ -71,7 +38,7 @@ def run_no_site(python: Path, script: str, *, what: str) -> str:
 
 def site_dirs_of(python: Path) -> tuple[Path, ...]:
     """The venv's purelib and platlib directories (one when they are the same)."""
-    out = run_no_site(python, _PRINT_SITE_DIRS, what="ask for its site-packages")
+    out = run_no_site(python, ["dirs"], what="ask for its site-packages")
     try:
         dirs = json.loads(out)
     except ValueError as exc:
@@ -90,7 +57,7 @@ def site_packages_of(python: Path) -> Path:
 def read_installed(interpreter: Path) -> dict[str, str]:
     """Canonical name -> version of each distribution in the venv's site-packages, read
     by the venv's own importlib.metadata from the dist-info on disk."""
-    out = run_no_site(interpreter, _LIST_DISTRIBUTIONS, what="list its distributions")
+    out = run_no_site(interpreter, ["distributions"], what="list its distributions")
     try:
         data = json.loads(out)
     except ValueError as exc:

@@ -37,21 +37,6 @@ from repro.wheel.scheme import Scheme
 IN_FLIGHT_MIN = 256 * 2**20
 MAX_WORKERS = 8
 
-_SCHEME = """
-import json, os, sys, sysconfig
-prefix = @PREFIX@
-if prefix is None:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-    prefix = here if os.path.isfile(os.path.join(here, "pyvenv.cfg")) else sys.prefix
-scheme = "venv" if "venv" in sysconfig.get_scheme_names() else "posix_prefix"
-paths = sysconfig.get_paths(scheme, vars={"base": prefix, "platbase": prefix})
-print(json.dumps({
-    "purelib": paths["purelib"], "platlib": paths["platlib"], "scripts": paths["scripts"],
-    "prefix": prefix, "version": "%d.%d" % sys.version_info[:2],
-    "implementation": sys.implementation.name,
-}))
-"""
-
 
 def in_flight_budget(vault_bytes: int) -> int:
     """The bytes of wheels unpacked at once (one wheel may be larger on its own)."""
@@ -68,8 +53,8 @@ class Interpreter:
 def describe_interpreter(python: Path, prefix: Path | None = None) -> Interpreter:
     """The version and install scheme of `python`, asked without site processing: of
     its own venv, or (`prefix`) of a venv it would make at `prefix`."""
-    script = _SCHEME.replace("@PREFIX@", repr(str(prefix)) if prefix is not None else "None")
-    out = run_no_site(python, script, what="ask for its install scheme")
+    args = ["scheme"] if prefix is None else ["scheme", str(prefix)]
+    out = run_no_site(python, args, what="ask for its install scheme")
     try:
         data = json.loads(out)
         major, minor = (int(part) for part in str(data["version"]).split("."))

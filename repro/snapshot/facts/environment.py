@@ -10,21 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 
 from repro.bundle.environment import EnvironmentFacts, facts_from_dict
 from repro.errors import ProbeError, UsageError
-from repro.interpreter import resolve_python
+from repro.interpreter import resolve_python, run_target_script
 
 VENV_DIRS = ("venv", ".venv", "env")
-
-
-def probe_script() -> Path:
-    """The probe file shipped as package data."""
-    return Path(str(resources.files("repro.probe").joinpath("environment.py")))
 
 
 def probe_environment(
@@ -46,34 +39,26 @@ def probe_environment(
         )
     if not os.access(python, os.X_OK) or python.is_dir():
         raise ProbeError(f"interpreter {python} is not an executable file")
-    argv = [str(python), "-I", str(probe_script())]
-    if not imports:
-        argv.append("--no-imports")
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            timeout=timeout,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ProbeError(
-            f"probe with {python} did not finish within {timeout:g}s",
-            hint="an import in the target may hang; set REPRO_PROBE_IMPORT_TIMEOUT lower",
-        ) from exc
-    except OSError as exc:
-        raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from exc
+    # site on and our environment: it lists what is installed and imports the key modules
+    # as the target runs them, and it reports the environment's variables
+    proc = run_target_script(
+        python,
+        "environment.py",
+        () if imports else ("--no-imports",),
+        timeout=timeout,
+        site=True,
+        env=os.environ if env is None else env,
+        timeout_hint="an import in the target may hang; set REPRO_PROBE_IMPORT_TIMEOUT lower",
+    )
     if proc.returncode != 0:
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        tail = proc.stderr.strip().splitlines()[-3:]
         raise ProbeError(
             f"probe with {python} failed (exit {proc.returncode}): {' | '.join(tail)}",
             hint="is it a Python >= 3.8 interpreter?",
         )
     try:
-        document = json.loads(proc.stdout.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
         raise ProbeError(f"probe with {python} printed no valid JSON: {exc}") from exc
     try:
         return facts_from_dict(document)

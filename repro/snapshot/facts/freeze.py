@@ -14,6 +14,7 @@ from pathlib import Path
 from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.lock import Pin
 from repro.errors import ProbeError
+from repro.interpreter import run_target_script
 from repro.redaction import scrub_text
 
 
@@ -42,34 +43,25 @@ def pip_freeze(
 
 def run_pip_freeze(
     python: Path, *, timeout: float = 120, env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the target's `pip freeze --all` (it needs no probe facts: pack starts it first)."""
-    argv = [str(python), "-m", "pip", "freeze", "--all", "--disable-pip-version-check"]
-    try:
-        return subprocess.run(
-            argv,
-            capture_output=True,
-            timeout=timeout,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ProbeError(f"pip freeze with {python} did not finish within {timeout:g}s") from exc
-    except OSError as exc:
-        raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from exc
+) -> subprocess.CompletedProcess[str]:
+    """Run the target's `pip freeze --all` (it needs no probe facts: pack starts it first).
+    Site on (pip and what it lists are the target's), with our environment (pip reads
+    its configuration from it)."""
+    return run_target_script(
+        python, "freeze.py", timeout=timeout, site=True, env=os.environ if env is None else env
+    )
 
 
 def freeze_from(
-    proc: subprocess.CompletedProcess[bytes], python: Path, facts: EnvironmentFacts
+    proc: subprocess.CompletedProcess[str], python: Path, facts: EnvironmentFacts
 ) -> Freeze:
     """The freeze from a finished `run_pip_freeze`, or derived from `facts` without pip.
     pip prints `name @ git+https://user:token@host/...` as direct_url.json says: the
     credentials are stripped (repro.redaction.scrub_text)."""
     if proc.returncode == 0:
-        return Freeze(scrub_text(proc.stdout.decode("utf-8", "replace")), derived=False)
-    if b"No module named pip" not in proc.stderr:
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
+        return Freeze(scrub_text(proc.stdout), derived=False)
+    if "No module named pip" not in proc.stderr:
+        tail = proc.stderr.strip().splitlines()[-2:]
         raise ProbeError(f"pip freeze with {python} failed: {' | '.join(tail)}")
     lines = [
         f"# {python} has no pip: these lines were derived by repro from the installed",

@@ -16,8 +16,6 @@ anything else falls back to the interpreter's own `sysconfig.get_platform()`.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -38,6 +36,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from repro.errors import ProbeError
+from repro.interpreter import run_target_script
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
@@ -83,45 +82,13 @@ class InterpreterFacts:
     mac_version: tuple[int, int] | None = None
 
 
-_FACTS_SCRIPT = r"""
-import json, os, platform, sys, sysconfig
-libc, libc_version = None, None
-try:
-    value = os.confstr("CS_GNU_LIBC_VERSION")
-    if value:
-        libc, libc_version = "glibc", [int(p) for p in value.split()[1].split(".")[:2]]
-except (AttributeError, ValueError, OSError, IndexError):
-    pass
-mac = platform.mac_ver()[0]
-print(json.dumps({
-    "implementation": sys.implementation.name,
-    "python_version": list(sys.version_info[:2]),
-    "system": platform.system().lower(),
-    "machine": platform.machine(),
-    "platform": sysconfig.get_platform(),
-    "libc": libc,
-    "libc_version": libc_version,
-    "mac_version": [int(p) for p in mac.split(".")[:2]] if mac else None,
-}))
-"""
-
-
 def interpreter_facts(python: Path, *, timeout: float = 60.0) -> InterpreterFacts:
-    """Run a stdlib-only script with the target interpreter to learn its tag facts."""
-    try:
-        proc = subprocess.run(
-            [str(python), "-c", _FACTS_SCRIPT],
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ProbeError(f"cannot run {python}: {exc}") from exc
+    """Run repro/probe/tag_facts.py with the target interpreter to learn its tag facts."""
+    proc = run_target_script(python, "tag_facts.py", timeout=timeout)
     if proc.returncode != 0:
         raise ProbeError(
             f"{python} failed to report its platform (exit {proc.returncode}): "
-            + proc.stderr.decode(errors="replace").strip()[-500:]
+            + proc.stderr.strip()[-500:]
         )
     try:
         data: dict[str, Any] = json.loads(proc.stdout)

@@ -8,9 +8,7 @@ on a site-packages directory alone.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import HeaderParser
@@ -20,6 +18,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from repro.errors import InputError, ProbeError
+from repro.interpreter import run_target_script
 from repro.redaction import scrub_document
 from repro.wheel.scheme import SchemePaths
 
@@ -50,40 +49,20 @@ class InstalledDist:
         return url if isinstance(url, str) else None
 
 
-_SYSCONFIG_SCRIPT = "import sysconfig,json;print(json.dumps(sysconfig.get_paths()))"
-
-
 def scheme_paths(python: Path, *, timeout: float = PROBE_TIMEOUT) -> SchemePaths:
-    """Ask a target interpreter where it installs purelib, platlib, scripts and data."""
-    try:
-        proc = subprocess.run(
-            [str(python), "-c", _SYSCONFIG_SCRIPT],
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            env=_clean_env(),
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ProbeError(f"cannot run {python}: {exc}") from exc
+    """Ask a target interpreter where it installs purelib, platlib, scripts and data
+    (site on: a venv's `sys.prefix` is set by site.py)."""
+    proc = run_target_script(python, "scheme.py", timeout=timeout, site=True)
     if proc.returncode != 0:
         raise ProbeError(
             f"{python} failed to report its install scheme (exit {proc.returncode}): "
-            + proc.stderr.decode(errors="replace").strip()[-500:]
+            + proc.stderr.strip()[-500:]
         )
     try:
         data = json.loads(proc.stdout)
         return SchemePaths.from_sysconfig(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise ProbeError(f"{python} printed an unreadable install scheme: {exc}") from exc
-
-
-def _clean_env() -> dict[str, str]:
-    """An environment for running a target interpreter: no PYTHON* leaking in from ours."""
-    return {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("PYTHON") and key != "VIRTUAL_ENV"
-    }
 
 
 _HEADERS_END = re.compile(r"\r?\n\r?\n")

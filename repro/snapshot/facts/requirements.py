@@ -18,7 +18,6 @@ is left out, as pip leaves it out.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,35 +28,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from repro.errors import ProbeError
+from repro.interpreter import run_target_script
 from repro.snapshot.facts.installed import InstalledDist, read_metadata_headers
 
 Problem = Literal["missing", "conflict"]
 MARKER_TIMEOUT = 60.0
 
-# packaging.markers.default_environment(), computed by the target interpreter itself.
-MARKER_ENVIRONMENT_SCRIPT = """
-import json, os, platform, sys
-
-def version(info):
-    text = "%d.%d.%d" % (info.major, info.minor, info.micro)
-    if info.releaselevel != "final":
-        text += info.releaselevel[0] + str(info.serial)
-    return text
-
-print(json.dumps({
-    "implementation_name": sys.implementation.name,
-    "implementation_version": version(sys.implementation.version),
-    "os_name": os.name,
-    "platform_machine": platform.machine(),
-    "platform_release": platform.release(),
-    "platform_system": platform.system(),
-    "platform_version": platform.version(),
-    "python_full_version": platform.python_version(),
-    "platform_python_implementation": platform.python_implementation(),
-    "python_version": ".".join(platform.python_version_tuple()[:2]),
-    "sys_platform": sys.platform,
-}))
-"""
 MARKER_KEYS = (
     "implementation_name",
     "implementation_version",
@@ -107,22 +83,9 @@ class UnmetRequirement:
 
 
 def marker_environment(python: Path, *, timeout: float = MARKER_TIMEOUT) -> dict[str, str]:
-    """The PEP 508 marker variables of `python`, asked of it (isolated mode, stdlib only)."""
-    try:
-        proc = subprocess.run(
-            [str(python), "-I", "-c", MARKER_ENVIRONMENT_SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ProbeError(
-            f"{python}: reporting its marker environment took over {timeout:g}s"
-        ) from exc
-    except OSError as exc:
-        raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from exc
+    """The PEP 508 marker variables of `python`, asked of it (repro/probe/markers.py:
+    packaging's default_environment() computed by the target itself)."""
+    proc = run_target_script(python, "markers.py", timeout=timeout)
     if proc.returncode != 0:
         raise ProbeError(
             f"{python} failed to report its marker environment (exit {proc.returncode}): "

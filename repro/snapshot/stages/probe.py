@@ -57,7 +57,7 @@ class Start:
 @dataclass(frozen=True)
 class Probed:
     facts: EnvironmentFacts
-    freeze: Future[subprocess.CompletedProcess[bytes]]  # the target's pip freeze
+    freeze: Future[subprocess.CompletedProcess[str]]  # the target's pip freeze
 
 
 @dataclass(frozen=True)
