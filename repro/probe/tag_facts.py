@@ -1,7 +1,8 @@
 """What decides which wheel tags this interpreter accepts, as JSON on stdout:
 implementation, version, system, machine, `sysconfig.get_platform()`, glibc and macOS
-versions. repro computes the tags from these with `packaging.tags`, so the TARGET
-interpreter (`python -I -S tag_facts.py`) needs no `packaging`.
+versions, and the extension suffix that names the interpreter's ABI. repro computes the
+tags from these with `packaging.tags`, so the TARGET interpreter (`python -I -S
+tag_facts.py`) needs no `packaging`.
 """
 
 import json
@@ -33,6 +34,7 @@ def main() -> None:
                 "libc": libc,
                 "libc_version": libc_version,
                 "mac_version": [int(p) for p in mac.split(".")[:2]] if mac else None,
+                "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
             }
         )
     )

@@ -80,6 +80,9 @@ class InterpreterFacts:
     libc: str | None = None  # "glibc" or "musl"
     libc_version: tuple[int, int] | None = None
     mac_version: tuple[int, int] | None = None
+    # sysconfig's EXT_SUFFIX (".pypy310-pp73-x86_64-linux-gnu.so"): the ABI of an
+    # interpreter other than CPython; None when it did not say
+    ext_suffix: str | None = None
 
 
 def interpreter_facts(python: Path, *, timeout: float = 60.0) -> InterpreterFacts:
@@ -101,9 +104,35 @@ def interpreter_facts(python: Path, *, timeout: float = 60.0) -> InterpreterFact
             libc=data.get("libc"),
             libc_version=_pair(data.get("libc_version")),
             mac_version=_pair(data.get("mac_version")),
+            ext_suffix=_text_or_none(data.get("ext_suffix")),
         )
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise ProbeError(f"{python} printed unreadable platform facts: {exc}") from exc
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def generic_abis(ext_suffix: str | None) -> list[str]:
+    """The ABI tag an extension suffix names, as packaging.tags derives it for the
+    interpreter it runs in (`_generic_abi`), here for the TARGET's suffix:
+    `.pypy310-pp73-x86_64-linux-gnu.so` -> `pypy310_pp73`. Nothing when it names none."""
+    parts = (ext_suffix or "").split(".")
+    if len(parts) < 3 or not parts[1]:
+        return []
+    soabi = parts[1]
+    if soabi.startswith("cpython"):
+        abi = "cp" + soabi.split("-")[1]
+    elif soabi.startswith("cp"):
+        abi = soabi.split("-")[0]
+    elif soabi.startswith("pypy"):
+        abi = "-".join(soabi.split("-")[:2])
+    elif soabi.startswith("graalpy"):
+        abi = "-".join(soabi.split("-")[:3])
+    else:
+        abi = soabi
+    return [abi.replace(".", "_").replace("-", "_")]
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
@@ -147,7 +176,9 @@ def tags_for(facts: InterpreterFacts) -> list[Tag]:
         return tags + list(compatible_tags(version, f"cp{version[0]}{version[1]}", platforms))
     interpreter = {"pypy": "pp"}.get(facts.implementation, facts.implementation)
     short = f"{interpreter}{version[0]}{version[1]}"
-    return list(generic_tags(short, None, platforms)) + list(
+    # The target's own ABI, never the packing interpreter's (what abis=None would give)
+    abis = generic_abis(facts.ext_suffix)
+    return list(generic_tags(short, abis, platforms)) + list(
         compatible_tags(version, short, platforms)
     )
 

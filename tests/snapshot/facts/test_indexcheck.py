@@ -18,6 +18,7 @@ from repro.snapshot.facts.indexcheck import (
     IndexFile,
     InterpreterFacts,
     check_index,
+    generic_abis,
     interpreter_facts,
     select_files,
     tags_for,
@@ -79,6 +80,44 @@ def test_a_pypy_targets_tags_carry_no_abi_of_the_packing_interpreter() -> None:
     tags = [str(t) for t in tags_for(pypy)]
     assert "pp310-none-manylinux_2_17_x86_64" in tags
     assert [t for t in tags if t.startswith("pp310-cp")] == []
+    with_abi = InterpreterFacts(
+        "pypy",
+        (3, 10),
+        "linux",
+        "x86_64",
+        "linux-x86_64",
+        "glibc",
+        (2, 17),
+        ext_suffix=".pypy310-pp73-x86_64-linux-gnu.so",
+    )
+    tags = [str(t) for t in tags_for(with_abi)]
+    assert tags[0] == "pp310-pypy310_pp73-manylinux_2_17_x86_64"
+    assert "pp310-none-manylinux_2_17_x86_64" in tags
+    assert [t for t in tags if t.startswith("pp310-cp")] == []
+
+
+@pytest.mark.parametrize(
+    ("suffix", "abis"),
+    [
+        (".pypy310-pp73-x86_64-linux-gnu.so", ["pypy310_pp73"]),
+        (".cpython-312-x86_64-linux-gnu.so", ["cp312"]),
+        (".cp312-win_amd64.pyd", ["cp312"]),
+        (".graalpy-241-310-native-x86_64-linux.so", ["graalpy_241_310"]),
+        (".so", []),
+        (None, []),
+    ],
+)
+def test_generic_abis_of_an_extension_suffix(suffix: str | None, abis: list[str]) -> None:
+    assert generic_abis(suffix) == abis
+
+
+def test_the_real_interpreters_abi_matches_packaging() -> None:
+    """The target's suffix read by the real probe script gives the ABI packaging gives
+    for the same (CPython) interpreter."""
+    from packaging.tags import sys_tags
+
+    facts = interpreter_facts(Path(sys.executable))
+    assert generic_abis(facts.ext_suffix) == [next(iter(sys_tags())).abi]
 
 
 def test_interpreter_facts_of_a_real_interpreter() -> None:
