@@ -131,7 +131,7 @@ def test_unpack_into_a_locked_target_is_refused(
         fcntl.flock(fd, fcntl.LOCK_EX)
         proc = run_repro(*unpack_args(bundle, target))
         err = proc.stderr.decode()
-        assert proc.returncode == 1, err
+        assert proc.returncode == 2, err  # the command cannot run now
         assert "another repro process is unpacking here" in err and str(lock) in err
         assert sorted(p.name for p in target.iterdir()) == [STATE_DIR]
         assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no staging left
@@ -160,7 +160,7 @@ def test_two_concurrent_unpacks_end_as_one_run(
     if code == 0:  # it came after the first had finished: nothing left to do
         assert json.loads(second_out)["changed"] is False, err
     else:
-        assert code == 1 and "another repro process is unpacking here" in err, err
+        assert code == 2 and "another repro process is unpacking here" in err, err
     assert end_state(target) == single_run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no staging left
 

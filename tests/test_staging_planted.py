@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.errors import EXIT_USAGE, UsageError
-from repro.install.atomic import LockedError, exclusive_lock
+from repro.errors import EXIT_USAGE, LockedError, UsageError
+from repro.install.atomic import exclusive_lock
 from repro.install.options import UnpackOptions
 from repro.install.staging import STAGED_VENV
 from repro.install.streaminstall import StreamedInstall

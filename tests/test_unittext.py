@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from repro.errors import UnitTextError
 from repro.unitexec import unit_commands
-from repro.unittext import UnitTextError, check_unit_text, unit_lines
+from repro.unittext import check_unit_text, unit_lines
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import run_repro
 

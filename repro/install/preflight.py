@@ -18,8 +18,9 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from repro.bundle import layout
+from repro.errors import UnreadableWheel
 from repro.gpu.arch import Verdict, arch_compatible
-from repro.gpu.cubin import UnreadableWheel, inspection_budget, wheel_archs
+from repro.gpu.cubin import inspection_budget, wheel_archs
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.install.targetsite import NO_SITE
 

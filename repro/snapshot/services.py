@@ -23,9 +23,9 @@ from pathlib import Path
 from repro.bundle import layout
 from repro.bundle.info import LaunchCommand, Role
 from repro.dropin import REQUIRED_MARK, dropin_member, render_dropin
-from repro.errors import InputError
+from repro.errors import InputError, PortNotANumber
 from repro.redaction import is_secret_name, scrub_text, secret_assignment
-from repro.servecmd import PortNotANumber, model_arguments, serve_command
+from repro.servecmd import model_arguments, serve_command
 from repro.snapshot.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.unitexec import ServiceExec, parse_service
 from repro.unitname import UNIT_SUFFIXES, validate_unit_name
