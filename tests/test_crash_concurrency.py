@@ -18,6 +18,7 @@ import pytest
 from repro.install.state import STATE_DIR
 from tests.bundles import archive_tree, make_bundle_tree
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
+from tests.support.stop_at import python_argv
 
 pytestmark = pytest.mark.slow
 
@@ -211,10 +212,10 @@ def test_staging_cleanup_keeps_live_runs_and_removes_dead_ones(
     happens to be alive here but whose lock nobody holds, lose theirs."""
     parent = tmp_path / "targets"
     parent.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "REPRO_TEST_STOP_AT": "verify done"}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    args = ("unpack", str(bundle), "--target", str(parent / "a"), "--cpu", "--dry-run")
     live = subprocess.Popen(
-        [sys.executable, "-m", "repro", "unpack", str(bundle), "--target", str(parent / "a"),
-         "--cpu", "--dry-run"],
+        [sys.executable, *python_argv(*args, stop_at="verify done")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     _pid, status = os.waitpid(live.pid, os.WUNTRACED)

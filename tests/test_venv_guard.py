@@ -37,6 +37,7 @@ from repro.install.venvguard import (
 )
 from tests._venvs import find_python
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
+from tests.support.stop_at import python_argv
 from tests.test_kill_anywhere import (
     UNPACK_ARGS,
     bundle,  # noqa: F401 - the fixture
@@ -309,13 +310,12 @@ def test_commands_on_a_tampered_target_refuse_and_never_start_it(
 def _stopped_at(
     argv: list[str], event: str, log: Path, stdin: Path | None
 ) -> subprocess.Popen[bytes]:
-    """`repro unpack` stopped (SIGSTOP, its own test hook) right after `event`."""
+    """`repro unpack` stopped (SIGSTOP, tests/support/stop_at.py) right after `event`."""
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PYTHONPATH"] = str(REPO_ROOT)
-    env["REPRO_TEST_STOP_AT"] = event
     with log.open("wb") as stderr, stdin.open("rb") if stdin else open(os.devnull, "rb") as feed:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "repro", *argv],
+            [sys.executable, *python_argv(*argv, stop_at=event)],
             stdin=feed,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
