@@ -22,9 +22,9 @@ import pytest
 
 from repro import errors
 from repro.bundle.manifesttree import write_manifest
-from tests._bundles import tamper
-from tests._venvs import find_python
 from tests.conftest import run_repro
+from tests.support.bundles import tamper
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,6 @@ import pytest
 
 from repro.ladder import LadderSpec, RungStatus, run_ladder
 from tests.conftest import run_repro
-from tests.ladder_venvs import torch_cpu_python, torch_triton_python, triton_no_headers_python
-
-__all__ = ["torch_cpu_python", "torch_triton_python", "triton_no_headers_python"]
 
 pytestmark = pytest.mark.slow
 

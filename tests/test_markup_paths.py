@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._venvs import find_python
 from tests.conftest import run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from repro.bundle.manifesttree import write_manifest
 from repro.errors import SmallFileRefused
 from repro.smallfile import small_file_sha256
 from tests.conftest import run_repro
-from tests.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from tests.e2e.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
 
 DIGEST = "a" * 64
 

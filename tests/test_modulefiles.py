@@ -37,10 +37,7 @@ from repro.snapshot.modulefiles import (
     sorted_archs,
 )
 from tests.conftest import run_repro
-from tests.ladder_venvs import torch_cpu_python
 from tests.snapshot.conftest import PYTHON_311, run
-
-__all__ = ["torch_cpu_python"]
 
 TORCH_VERSION = "2.14.1+cu130"
 GIT_VERSION = "0123456789abcdef0123456789abcdef01234567"

@@ -32,7 +32,7 @@ from repro.install.options import UnpackOptions
 from repro.install.staging import STAGED_VENV
 from repro.install.streaminstall import StreamedInstall
 from tests.conftest import REPO_ROOT
-from tests.test_kill_anywhere import (
+from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     bundle,  # noqa: F401 - the fixture
 )

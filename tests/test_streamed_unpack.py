@@ -32,10 +32,8 @@ from repro._toml import loads as toml_loads
 from repro.archive.writer import write_directory
 from repro.bundle.manifesttree import write_manifest
 from repro.errors import EXIT_INSTALL, EXIT_INVALID
-from tests._venvs import find_python
 from tests.conftest import SIGINT_DEFAULT, run_repro
-from tests.support.stop_at import python_argv
-from tests.test_kill_anywhere import (
+from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     _env,
     bundle,  # noqa: F401 - the fixture
@@ -43,6 +41,8 @@ from tests.test_kill_anywhere import (
     tree,
     tree_differences,
 )
+from tests.support.stop_at import python_argv
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

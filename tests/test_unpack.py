@@ -30,10 +30,10 @@ import tomli_w
 
 from repro._toml import loads as toml_loads
 from repro.bundle.manifesttree import write_manifest
-from tests._venvs import find_python
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
-from tests.httpfiles import Version, file_server
-from tests.nvsmi import fake_nvidia_smi
+from tests.support.doubles.nvidia_smi import fake_nvidia_smi
+from tests.support.httpfiles import Version, file_server
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -810,7 +810,7 @@ def test_dry_run_json_says_which_steps_a_real_run_would_do(
     assert with_ladder["pending"] == ["smoke"]
 
 
-# --- preflight verdicts with a test double of nvidia-smi (tests/nvsmi.py) -------------------
+# --- preflight verdicts with a test double of nvidia-smi (tests/support/doubles/nvidia_smi.py)
 
 
 def bundle_for(bundle_dir: Path, dest: Path, arch_list: list[str], torch_cuda: str | None) -> Path:
@@ -896,7 +896,7 @@ def test_preflight_without_gpu_fails_unless_cpu(
 
 @dataclass
 class DroppingServer:
-    """TEST DOUBLE of a file server (tests/httpfiles.py): the first request's connection
+    """TEST DOUBLE of a file server (tests/support/httpfiles.py): the first request's connection
     drops mid-body, later requests honour Range."""
 
     body: bytes

@@ -35,13 +35,13 @@ from repro.install.venvguard import (
     trusted_interpreter,
     venv_differences,
 )
-from tests._venvs import find_python
 from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
-from tests.support.stop_at import python_argv
-from tests.test_kill_anywhere import (
+from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     bundle,  # noqa: F401 - the fixture
 )
+from tests.support.stop_at import python_argv
+from tests.support.venvs import find_python
 
 PY = "3.11"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from repro.bundle.manifesttree import write_manifest
-from tests._venvs import find_python
 from tests.conftest import run_repro
+from tests.support.venvs import find_python
 from tests.test_unpack import build_workspace, installed, pack
 
 pytestmark = pytest.mark.slow

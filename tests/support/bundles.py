@@ -1,14 +1,13 @@
-"""Two real bundles of one workspace, packed before and after a round of changes.
+"""Real bundles for tests, by how they are made.
 
-The workspace holds a Python 3.11 venv with real PyPI packages and a local wheel that
-only the vault can serve, hand patches inside site-packages, a systemd unit, a drafter
-config and a bench directory. Bundle A is packed; then the workspace changes in every
-way `repro diff` reports (a package upgraded, one downgraded, one added, one removed,
-the local wheel replaced, a patch changed, one added and one removed, the unit, the
-drafter config and a bench result edited) and bundle B is packed with NCCL_DEBUG set in
-the pack's environment. The venv is left in B's state, for the live-environment tests.
-
-Built once per test session.
+- Made by hand (no venv, no pack): `make_bundle_tree`, `archive_tree`; the base that
+  hostile and signing tests change one thing in. Real files, a real manifest, a real
+  archive.
+- Packed from small real workspaces (`make_workspace`, `pack_workspace`): for the
+  setup_env.sh and tool-wheel tests; `member_names`, `read_member` read them back.
+- Two bundles of one workspace before and after a round of changes
+  (`build_bundle_pair`, the session fixture `bundle_pair`), for inspect, diff and the
+  exit codes; `tamper` replaces one member of a copy.
 """
 
 from __future__ import annotations
@@ -16,18 +15,153 @@ from __future__ import annotations
 import io
 import json
 import os
+import platform
 import subprocess
 import sys
 import tarfile
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from repro.archive.writer import write_directory
+from repro.bundle.info import BundleInfo, SourceInfo, dump_bundle_info
+from repro.bundle.manifest import MANIFEST_NAME
+from repro.bundle.manifesttree import write_manifest
+from repro.bundle.patchset import dump_patchset
+from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
+from repro.snapshot.pack import PackOptions, PackResult, WheelsMode, pack
 from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# --- small bundles made by hand --------------------------------------------------------
+
+
+NAME = "demo"
+VERSION = "1.0"
+TOP = f"{NAME}-{VERSION}"
+
+
+def bundle_info() -> BundleInfo:
+    return BundleInfo(
+        name=NAME,
+        version=VERSION,
+        created="2026-01-01T00:00:00Z",
+        tool_version="0.1.0",
+        source=SourceInfo(
+            python=platform.python_version(),
+            implementation=sys.implementation.name,
+            platform=sys.platform,
+            glibc="2.36",
+        ),
+    )
+
+
+def make_bundle_tree(
+    root: Path,
+    *,
+    files: Mapping[str, bytes] = {},
+    manifest: bool = True,
+    sign_with: Path | None = None,
+) -> Path:
+    """A valid bundle directory under `root`; `files` adds or replaces members."""
+    tree = root / TOP
+    members: dict[str, bytes] = {
+        "bundle.toml": dump_bundle_info(bundle_info()),
+        "env/requirements.lock": b"six==1.16.0\n",
+        "patches/patches.toml": dump_patchset([]),
+        "files/notes.txt": b"hello\n",
+    }
+    members.update(files)
+    for rel, data in members.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    if manifest:
+        write_manifest(tree)
+    if sign_with is not None:
+        signature = sign_manifest((tree / MANIFEST_NAME).read_bytes(), sign_with)
+        (tree / SIGNATURE_NAME).write_bytes(signature)
+    return tree
+
+
+def archive_tree(tree: Path, out: Path) -> Path:
+    with out.open("wb") as stream:
+        write_directory(tree, stream, top=tree.name, mtime=0)
+    return out
+
+
+# --- bundles packed from small real workspaces (setup_env.sh, tool wheels) -------------
+
+# A workspace is a directory holding `venv/`, made with a real interpreter (pyenv's 3.12,
+# Debian's 3.11) and two real small PyPI packages; it is packed by the real pack, on the
+# tool's own interpreter (3.11), into a bundle file.
+
+
+PACKAGES = ("idna", "six")
+
+
+def make_workspace(base: Path, python: Path) -> Path:
+    """`base`/ws with a venv of `python` holding idna and six."""
+    workspace = base / "ws"
+    venv = make_venv(python, workspace / "venv")
+    pip(venv, "install", "-q", *PACKAGES)
+    return workspace
+
+
+def pack_workspace(
+    workspace: Path,
+    out: Path,
+    *,
+    cache: Path,
+    wheels: WheelsMode = "auto",
+    download: bool = True,
+    version: str = "1",
+    sign: Path | None = None,
+) -> PackResult:
+    out.mkdir(parents=True, exist_ok=True)
+    result = pack(
+        PackOptions(
+            source=workspace,
+            output=out,
+            wheels=wheels,
+            download=download,
+            cache_dir=cache,
+            version=version,
+            sign=sign,  # what `repro pack --sign KEY` passes
+        )
+    )
+    assert result.path is not None and result.path.is_file()
+    return result
+
+
+def member_names(bundle: Path) -> list[str]:
+    with tarfile.open(bundle) as archive:
+        return sorted(m.name for m in archive.getmembers() if m.isfile())
+
+
+def read_member(bundle: Path, name: str) -> bytes:
+    with tarfile.open(bundle) as archive:
+        handle = archive.extractfile(name)
+        assert handle is not None, name
+        return handle.read()
+
+
+# --- two bundles of one workspace, before and after a round of changes ----------------
+
+# Two real bundles of one workspace, packed before and after a round of changes.
+#
+# The workspace holds a Python 3.11 venv with real PyPI packages and a local wheel that
+# only the vault can serve, hand patches inside site-packages, a systemd unit, a drafter
+# config and a bench directory. Bundle A is packed; then the workspace changes in every
+# way `repro diff` reports (a package upgraded, one downgraded, one added, one removed,
+# the local wheel replaced, a patch changed, one added and one removed, the unit, the
+# drafter config and a bench result edited) and bundle B is packed with NCCL_DEBUG set in
+# the pack's environment. The venv is left in B's state, for the live-environment tests.
+#
+# Built once per test session.
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_VAR = "NCCL_DEBUG"
 ENV_VALUE = "INFO"
 
@@ -120,7 +254,9 @@ def _extract(archive: Path, into: Path) -> Path:
     return top
 
 
-def _build(base: Path) -> BundlePair:
+def build_bundle_pair(base: Path) -> BundlePair:
+    """Bundles A and B of one workspace (see the section's comment); the session fixture
+    `bundle_pair` of tests/conftest.py builds them once."""
     workspace = base / "ws"
     for sub in ("services", "drafter", "bench"):
         (workspace / sub).mkdir(parents=True)
@@ -165,12 +301,6 @@ def _build(base: Path) -> BundlePair:
         drafter_config_a=config_a,
         unit_a=unit_a,
     )
-
-
-@pytest.fixture(scope="session")
-def bundle_pair(tmp_path_factory: pytest.TempPathFactory) -> BundlePair:
-    """Registered in tests/conftest.py, so both test modules share one build."""
-    return _build(tmp_path_factory.mktemp("bundle-pair"))
 
 
 def tamper(archive: Path, out: Path, rel: str, content: bytes) -> Path:

@@ -40,9 +40,9 @@ from typing import Literal
 import pytest
 
 from repro._toml import loads as toml_loads
-from tests._venvs import cache_root, find_python
 from tests.conftest import REPO_ROOT, run_repro
 from tests.support.stop_at import python_argv
+from tests.support.venvs import cache_root, find_python
 from tests.test_unpack import build_local_wheel, build_workspace, pack
 
 pytestmark = pytest.mark.slow
@@ -87,7 +87,7 @@ def _build_bundle(base: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def bundle() -> Iterator[Path]:
-    """Cached in the test cache (see tests/_venvs.py) under a key of repro's code, and
+    """Cached in the test cache (see tests/support/venvs.py) under a key of repro's code, and
     held (a shared flock) while the module runs; bundles of other keys that nobody holds
     are removed."""
     root = cache_root()

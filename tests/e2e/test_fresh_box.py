@@ -1,5 +1,5 @@
 """A fresh box for real: a bundle made here is rebuilt inside an isolated root
-(tests/freshbox.py: bubblewrap) where the source workspace's path does not exist, the
+(tests/support/freshbox.py: bubblewrap) where the source workspace's path does not exist, the
 network is unreachable, there is no repro, and the only input is the bundle file.
 
 Two workspaces, both real:
@@ -31,10 +31,10 @@ import pytest
 
 from repro._toml import loads as toml_loads
 from repro.unitexec import parse_service
-from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.conftest import run_repro
-from tests.freshbox import FreshBox, fresh_box, unit_paths
 from tests.snapshot.conftest import PYTHON_312, make_venv, pip
+from tests.support.freshbox import FreshBox, fresh_box, unit_paths
+from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.test_ladder_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
 
 pytestmark = pytest.mark.slow
@@ -175,7 +175,7 @@ def exists_in(box: FreshBox, path: str) -> bool:
 
 
 def assert_unit_paths(box: FreshBox, unit: Path, roots: tuple[str, ...]) -> str:
-    """Every path the rendered unit names (tests/freshbox.py: unit_paths) exists inside
+    """Every path the rendered unit names (tests/support/freshbox.py: unit_paths) exists inside
     the box and lies under one of `roots`; no variable is left unfilled. Returns its text."""
     text = unit.read_text()
     assert "${REPRO_" not in text, unit.name

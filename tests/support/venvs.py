@@ -143,3 +143,21 @@ def python_without_headers(version: str = "3.11") -> Path:
         (root / "lib" / f"python{version}").symlink_to(stdlib)
         marker.write_text("{}\n")
     return python
+
+
+# --- the ladder's targets (their session fixtures are in tests/conftest.py) ---------------
+
+TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk, found through pip's find-links
+TRITON = "triton==3.6.0"
+
+
+def torch_cpu_recipe() -> VenvRecipe:
+    return VenvRecipe("torch-cpu", find_python("3.11"), (TORCH, "numpy"))
+
+
+def torch_triton_recipe() -> VenvRecipe:
+    return VenvRecipe("torch-triton", find_python("3.11"), (TORCH, "numpy", TRITON))
+
+
+def triton_no_headers_recipe() -> VenvRecipe:
+    return VenvRecipe("triton-noheaders", python_without_headers("3.11"), (TRITON, "numpy"))
