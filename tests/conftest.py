@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,29 +21,6 @@ from tests.support.venvs import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_repro(
-    *args: str,
-    input: bytes | None = None,
-    cwd: Path | None = None,
-    timeout: float = 600,
-    env: Mapping[str, str | None] | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the real CLI in a subprocess, as a user would. `env` adds or overrides
-    variables of this process's environment; a value of None removes the variable."""
-    merged: dict[str, str | None] = {**os.environ, **(env or {})}
-    child = {key: value for key, value in merged.items() if value is not None}
-    child["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + child.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "repro", *args],
-        input=input,
-        capture_output=True,
-        cwd=cwd,
-        env=child,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import builtins
 import shutil
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,8 @@ import pytest
 
 from repro import errors
 from repro.bundle.manifesttree import write_manifest
-from tests.conftest import run_repro
 from tests.support.bundles import tamper
+from tests.support.run import run, run_repro
 from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
@@ -41,11 +40,6 @@ class Inputs:
         return [part.format(tmp=tmp, **names) for part in argv]
 
 
-def _run(argv: list[str]) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
-
-
 def _repro_ok(*argv: str) -> None:
     result = run_repro(*argv)
     assert result.returncode == 0, f"{argv}: {result.stderr.decode()}"
@@ -54,8 +48,8 @@ def _repro_ok(*argv: str) -> None:
 def _workspace(root: Path, repro_toml: str, patch: str = "PATCHED = 1\n") -> Path:
     root.mkdir(parents=True)
     venv = root / ".venv"
-    _run([str(find_python("3.11")), "-m", "venv", str(venv)])
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "six==1.16.0"])
+    run([str(find_python("3.11")), "-m", "venv", str(venv)])
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "six==1.16.0"])
     (six,) = venv.glob("lib/python3.11/site-packages/six.py")
     six.write_text(six.read_text() + patch)
     (root / "repro.toml").write_text(repro_toml)
@@ -123,7 +117,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
     shutil.rmtree(venv_gone / ".venv")
 
     empty_venv = root / "empty-venv"
-    _run([str(find_python("3.11")), "-m", "venv", "--without-pip", str(empty_venv)])
+    run([str(find_python("3.11")), "-m", "venv", "--without-pip", str(empty_venv)])
     not_a_target = root / "not-a-target"
     not_a_target.mkdir()
     return Inputs(

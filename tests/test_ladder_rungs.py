@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro.ladder import LadderSpec, RungStatus, run_ladder
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_repro
 from tests.support.ladder import free_port, group_alive
+from tests.support.run import run_repro
 from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
 from tests.test_ladder_engine import make_model
 

@@ -36,8 +36,8 @@ from repro.snapshot.modulefiles import (
     read_torch_version_file,
     sorted_archs,
 )
-from tests.conftest import run_repro
-from tests.snapshot.conftest import PYTHON_311, run
+from tests.snapshot.conftest import PYTHON_311
+from tests.support.run import run, run_repro
 
 TORCH_VERSION = "2.14.1+cu130"
 GIT_VERSION = "0123456789abcdef0123456789abcdef01234567"

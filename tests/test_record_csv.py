@@ -31,8 +31,8 @@ import pytest
 
 from repro import _toml
 from repro.wheel.record import read_record
-from tests.conftest import run_repro
 from tests.snapshot.conftest import Venv, make_venv, pip
+from tests.support.run import run_repro
 from tests.support.venvs import find_python
 
 QUOTES = ('say"hi".txt', "a,b.txt", "sp ace.txt", " lead.txt", "é✓ ünï.txt", "'single'.txt")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_repro
 from tests.support.bundles import tamper
+from tests.support.run import run_repro
 from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow

@@ -32,7 +32,7 @@ from repro._toml import loads as toml_loads
 from repro.archive.writer import write_directory
 from repro.bundle.manifesttree import write_manifest
 from repro.errors import EXIT_INSTALL, EXIT_INVALID
-from tests.conftest import SIGINT_DEFAULT, run_repro
+from tests.conftest import SIGINT_DEFAULT
 from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     _env,
@@ -41,6 +41,7 @@ from tests.e2e.test_kill_anywhere import (
     tree,
     tree_differences,
 )
+from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
 from tests.support.venvs import find_python
 

@@ -29,8 +29,8 @@ from repro.install.unitinstall import (
 )
 from repro.unitexec import unit_commands
 from repro.unitname import validate_unit_name
-from tests.conftest import run_repro
 from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 UNIT_TEXT = """\
 [Unit]

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from repro.errors import UnitPathError, UsageError
 from repro.unitexec import parse_service, unit_commands
 from repro.unitrender import render_env_text, render_unit, render_unit_text
-from tests.conftest import run_repro
 from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 ARGUMENTS_TEMPLATE = """\
 [Unit]

@@ -24,8 +24,8 @@ import pytest
 from repro.errors import UnitTextError
 from repro.unitexec import unit_commands
 from repro.unittext import check_unit_text, unit_lines
-from tests.conftest import run_repro
 from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 _NOT_EXECUTABLE = re.compile(r"Command (/nonexistent/\S+) is not executable")
 

@@ -35,11 +35,12 @@ from repro.install.venvguard import (
     trusted_interpreter,
     venv_differences,
 )
-from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
+from tests.conftest import REPO_ROOT, unpacked_venv
 from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     bundle,  # noqa: F401 - the fixture
 )
+from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
 from tests.support.venvs import find_python
 

@@ -19,7 +19,8 @@ import pytest
 
 from repro._toml import loads as toml_loads
 from repro.snapshot.leftout import MAX_CARRIED_FILE
-from tests.conftest import run_repro, unpacked_venv
+from tests.conftest import unpacked_venv
+from tests.support.run import run_repro
 from tests.support.venvs import find_python
 from tests.test_unpack import build_workspace, site_packages
 

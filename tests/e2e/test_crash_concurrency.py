@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from repro.install.state import STATE_DIR
-from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
+from tests.conftest import REPO_ROOT, unpacked_venv
 from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from repro.bundle.manifesttree import write_manifest
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 from tests.support.venvs import find_python
 from tests.test_unpack import build_workspace, installed, pack
 

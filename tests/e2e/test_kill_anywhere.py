@@ -40,7 +40,8 @@ from typing import Literal
 import pytest
 
 from repro._toml import loads as toml_loads
-from tests.conftest import REPO_ROOT, run_repro
+from tests.conftest import REPO_ROOT
+from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
 from tests.support.venvs import cache_root, find_python
 from tests.test_unpack import build_local_wheel, build_workspace, pack

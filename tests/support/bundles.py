@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -31,7 +30,9 @@ from repro.bundle.manifesttree import write_manifest
 from repro.bundle.patchset import dump_patchset
 from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
 from repro.snapshot.pack import PackOptions, PackResult, WheelsMode, pack
-from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run
+from tests.snapshot.conftest import PYTHON_311, make_venv, pip
+from tests.support.run import run, run_repro
+from tests.support.wheels import build_wheel, pyproject_toml
 
 # --- small bundles made by hand --------------------------------------------------------
 
@@ -182,43 +183,17 @@ def run_cli(
     *args: str, input: bytes | None = None, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """The real CLI in a subprocess, with NCCL_DEBUG only where a test sets it."""
-    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "repro", *args],
-        input=input,
-        capture_output=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    return run_repro(*args, input=input, env={ENV_VAR: None, **(env_extra or {})})
 
 
 def _local_wheel(base: Path, version: str) -> Path:
     project = base / f"vaultpkg-{version}"
     (project / "vaultpkg").mkdir(parents=True)
     (project / "vaultpkg" / "__init__.py").write_text(f'VERSION = "{version}"\n')
-    (project / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "vaultpkg"
-            version = "{version}"
-
-            [tool.setuptools]
-            packages = ["vaultpkg"]
-            """
-        )
-    )
+    (project / "pyproject.toml").write_text(pyproject_toml("vaultpkg", version, ["vaultpkg"]))
     out = base / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(project)])
-    (wheel,) = out.glob(f"vaultpkg-{version}-*.whl")
-    return wheel
+    out.mkdir(parents=True, exist_ok=True)
+    return build_wheel(project, out)
 
 
 def _append(path: Path, text: str) -> None:
