@@ -11,12 +11,10 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from repro.errors import DiffApplyError
+
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,(?P<oldlen>\d+))? \+(?P<new>\d+)(?:,(?P<newlen>\d+))? @@")
 NO_NEWLINE = "\\ No newline at end of file"
-
-
-class DiffApplyError(Exception):
-    """The diff does not apply to this content."""
 
 
 @dataclass(frozen=True)

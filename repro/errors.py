@@ -51,6 +51,8 @@ class NotAsRecorded(InputError):
     """A file whose sha256 the scan took from RECORD (its size matched) differs: the
     pack has to read every file itself (`repro pack` does, once)."""
 
+    exit_code = EXIT_USAGE
+
 
 class ManifestError(ReproError):
     """MANIFEST.sha256 is malformed or lists paths that escape the tree."""
@@ -145,8 +147,142 @@ class PatchedFilesError(VaultError):
         self.dist = dist
         self.files = tuple(files)
 
+    exit_code = EXIT_INVALID
+
 
 class EntryPointsError(InputError):
     """A distribution's entry_points.txt cannot be read as INI, or (for an installer)
     names a script or an object that is not plain. Each side wraps it: the installer's
     refusal of the wheel (InstallError), the rebuild's VaultError."""
+
+    exit_code = EXIT_USAGE
+
+
+# -- the target, its locks and its files ---------------------------------------------------
+
+
+class LockedError(ReproError):
+    """Another repro process holds the target's lock (or something not a lock stands at
+    its name): the command cannot run as asked now; nothing was verified, nothing failed."""
+
+    exit_code = EXIT_USAGE
+
+
+class SmallFileRefused(InputError):
+    """The file is not one repro reads for a small file's digest (the message says why)."""
+
+    exit_code = EXIT_USAGE
+
+
+class UnitTextError(InputError):
+    """Unit text systemd and repro would read differently."""
+
+    exit_code = EXIT_USAGE
+
+
+class UnitPathError(UsageError):
+    """A target path that cannot be written into a unit as systemd would read it."""
+
+    exit_code = EXIT_USAGE
+
+
+class PortNotANumber(UsageError, ValueError):
+    """``--port`` is given but its value is not a port number (a ValueError too: the
+    callers that parse a command line catch it as one)."""
+
+    exit_code = EXIT_USAGE
+
+
+class DiffApplyError(ReproError):
+    """A unified diff does not apply to this content: a patch conflict where it reaches
+    the CLI (the patch step wraps it in PatchConflictError)."""
+
+    exit_code = EXIT_PATCH_CONFLICT
+
+
+# -- GPU code in wheels (repro.gpu) ---------------------------------------------------------
+
+
+class NotAnElfError(ReproError, ValueError):
+    """Bytes that are not a little-endian 64-bit ELF file; the reader of a wheel's shared
+    objects skips them (a ValueError too, as struct's errors are)."""
+
+    exit_code = EXIT_INVALID
+
+
+class UnreadableWheel(ReproError):
+    """A wheel whose shared objects cannot be read: not a zip, or a damaged one."""
+
+    exit_code = EXIT_INVALID
+
+
+# -- the smoke ladder's server rung (repro.ladder) --------------------------------------------
+
+
+class GenerationError(SmokeError):
+    """One streamed generation failed; `state` (a ladder Probe) says whether the server
+    is still starting (keep waiting) or broken."""
+
+    exit_code = EXIT_SMOKE
+
+    def __init__(self, state: object, detail: str) -> None:
+        super().__init__(detail)
+        self.state = state
+        self.detail = detail
+
+
+class ServerNotReady(SmokeError):
+    """The server never became ready for a real generation: the server rung fails."""
+
+    exit_code = EXIT_SMOKE
+
+    def __init__(self, summary: str, hint: str | None) -> None:
+        super().__init__(summary, hint=hint)
+        self.summary = summary
+
+
+class Terminated(SystemExit):
+    """repro was sent SIGTERM or SIGHUP: unwind (ending what it started), then exit
+    with 128 + the signal's number, as the signal itself would have."""
+
+    def __init__(self, signum: int) -> None:
+        self.exit_code = 128 + signum
+        super().__init__(self.exit_code)
+        self.signum = signum
+
+
+# -- signals between the parts of one operation: caught where they are raised ---------------
+# They never reach the CLI; each exit code is the one of the error they are turned into.
+
+
+class ManifestLineMalformed(ManifestError):
+    """A MANIFEST.sha256 line is not `DIGEST  NAME` (the reader names the line)."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ManifestNameRejected(ManifestError):
+    """A MANIFEST.sha256 name that may not be used (absolute, escaping, too long...)."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ProjectNotListed(InputError):
+    """An index has no page for a project (the index check notes it and goes on)."""
+
+    exit_code = EXIT_USAGE
+
+
+class FillStopped(ReproError):
+    """Another hole's writer of an extraction failed: this one stops where it is (the
+    other writer's error is the one reported)."""
+
+    exit_code = EXIT_INVALID

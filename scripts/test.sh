@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 python="${REPRO_TEST_PYTHON:-python3}"
-# The fresh-box tests (tests/freshbox.py) need bubblewrap, and Debian's python3 with venv
+# The fresh-box tests (tests/support/freshbox.py) need bubblewrap, and Debian's python3 with venv
 # and ensurepip; as root, what is missing comes from apt (quietly, once).
 missing=()
 [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
@@ -49,7 +49,7 @@ echo "== pytest"
 # The suite waits on subprocesses (pip, uv, servers, bubblewrap boxes) more than it
 # computes, so two workers take about half the time on a 2-core machine. Each test file
 # runs whole on one worker (its module and session fixtures are built once); the caches
-# shared between files (tests/_venvs.py) are built under a file lock.
+# shared between files (tests/support/venvs.py) are built under a file lock.
 # REPRO_TEST_WORKERS=0 runs in this process (for -x, pdb or -s).
 workers="${REPRO_TEST_WORKERS:-2}"
 if [ "$workers" = "0" ]; then

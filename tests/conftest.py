@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,32 +11,39 @@ import pytest
 if TYPE_CHECKING:
     from tests.snapshot.conftest import Venv
 
-from tests._bundles import bundle_pair  # noqa: F401 - the inspect and diff tests share it
+from tests.support.bundles import BundlePair, build_bundle_pair
+from tests.support.venvs import (
+    cached_venv,
+    torch_cpu_recipe,
+    torch_triton_recipe,
+    triton_no_headers_recipe,
+    venv_python,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_repro(
-    *args: str,
-    input: bytes | None = None,
-    cwd: Path | None = None,
-    timeout: float = 600,
-    env: Mapping[str, str | None] | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the real CLI in a subprocess, as a user would. `env` adds or overrides
-    variables of this process's environment; a value of None removes the variable."""
-    merged: dict[str, str | None] = {**os.environ, **(env or {})}
-    child = {key: value for key, value in merged.items() if value is not None}
-    child["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + child.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "repro", *args],
-        input=input,
-        capture_output=True,
-        cwd=cwd,
-        env=child,
-        timeout=timeout,
-        check=False,
-    )
+@pytest.fixture(scope="session")
+def bundle_pair(tmp_path_factory: pytest.TempPathFactory) -> BundlePair:
+    """Bundles A and B of one workspace (tests/support/bundles.py), built once per
+    session: the inspect, diff and exit-code tests share them."""
+    return build_bundle_pair(tmp_path_factory.mktemp("bundle-pair"))
+
+
+# the ladder's real targets, cached on disk (tests/support/venvs.py)
+@pytest.fixture(scope="session")
+def torch_cpu_python() -> Path:
+    return venv_python(cached_venv(torch_cpu_recipe()))
+
+
+@pytest.fixture(scope="session")
+def torch_triton_python() -> Path:
+    return venv_python(cached_venv(torch_triton_recipe()))
+
+
+@pytest.fixture(scope="session")
+def triton_no_headers_python() -> Path:
+    return venv_python(cached_venv(triton_no_headers_recipe()))
 
 
 @pytest.fixture(scope="session")

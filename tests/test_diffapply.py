@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.diffapply import DiffApplyError, apply_unified_diff, unified_diff
+from repro.diffapply import apply_unified_diff, unified_diff
+from repro.errors import DiffApplyError
 
 BASE = "".join(f"line {i}\n" for i in range(1, 41))
 

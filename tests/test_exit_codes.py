@@ -10,18 +10,20 @@ manifest was not updated, one re-manifested around a wrong pristine hash, target
 
 from __future__ import annotations
 
+import ast
+import builtins
 import shutil
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from repro import errors
 from repro.bundle.manifesttree import write_manifest
-from tests._bundles import tamper
-from tests._venvs import find_python
-from tests.conftest import run_repro
+from tests.support.bundles import tamper
+from tests.support.run import run, run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +40,6 @@ class Inputs:
         return [part.format(tmp=tmp, **names) for part in argv]
 
 
-def _run(argv: list[str]) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
-
-
 def _repro_ok(*argv: str) -> None:
     result = run_repro(*argv)
     assert result.returncode == 0, f"{argv}: {result.stderr.decode()}"
@@ -51,8 +48,8 @@ def _repro_ok(*argv: str) -> None:
 def _workspace(root: Path, repro_toml: str, patch: str = "PATCHED = 1\n") -> Path:
     root.mkdir(parents=True)
     venv = root / ".venv"
-    _run([str(find_python("3.11")), "-m", "venv", str(venv)])
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "six==1.16.0"])
+    run([str(find_python("3.11")), "-m", "venv", str(venv)])
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "six==1.16.0"])
     (six,) = venv.glob("lib/python3.11/site-packages/six.py")
     six.write_text(six.read_text() + patch)
     (root / "repro.toml").write_text(repro_toml)
@@ -120,7 +117,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
     shutil.rmtree(venv_gone / ".venv")
 
     empty_venv = root / "empty-venv"
-    _run([str(find_python("3.11")), "-m", "venv", "--without-pip", str(empty_venv)])
+    run([str(find_python("3.11")), "-m", "venv", "--without-pip", str(empty_venv)])
     not_a_target = root / "not-a-target"
     not_a_target.mkdir()
     return Inputs(
@@ -297,3 +294,76 @@ def test_the_table_in_readme_is_the_one_tested() -> None:
     ):
         rows = [line for line in readme.splitlines() if line.startswith(f"| {code} ")]
         assert rows and meaning in rows[0].lower(), (code, rows)
+
+
+# --- the one hierarchy: every error class in repro/errors.py, each with its own code ---------
+
+REPRO = Path(__file__).resolve().parent.parent / "repro"
+BUILTIN_EXCEPTIONS = {
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+}
+
+
+def _base_names(node: ast.ClassDef) -> set[str]:
+    names = set()
+    for base in node.bases:
+        if isinstance(base, ast.Name):
+            names.add(base.id)
+        elif isinstance(base, ast.Attribute):
+            names.add(base.attr)
+    return names
+
+
+def _sets_exit_code(node: ast.ClassDef) -> bool:
+    """`exit_code = ...` in the class body, or `self.exit_code = ...` in its __init__."""
+    for item in node.body:
+        targets: list[ast.expr] = []
+        if isinstance(item, ast.Assign):
+            targets = item.targets
+        elif isinstance(item, ast.AnnAssign) and item.value is not None:
+            targets = [item.target]
+        elif isinstance(item, ast.FunctionDef) and item.name == "__init__":
+            for statement in ast.walk(item):
+                if isinstance(statement, ast.Assign):
+                    targets += statement.targets
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id == "exit_code":
+                return True
+            if isinstance(target, ast.Attribute) and target.attr == "exit_code":
+                return True
+    return False
+
+
+def test_every_error_class_is_in_errors_py_with_an_exit_code_of_its_own() -> None:
+    """One hierarchy (DESIGN.md, principle 7): no exception class is defined anywhere in
+    repro/ but errors.py, and each one there says its exit code itself, on purpose,
+    rather than inheriting one it may not mean."""
+    errors_tree = ast.parse((REPRO / "errors.py").read_text())
+    defined = {n.name: n for n in errors_tree.body if isinstance(n, ast.ClassDef)}
+    assert "ReproError" in defined and "LockedError" in defined
+    without_code = [name for name, node in defined.items() if not _sets_exit_code(node)]
+    assert without_code == []
+
+    exception_names = BUILTIN_EXCEPTIONS | set(defined)
+    elsewhere = []
+    for path in sorted(REPRO.rglob("*.py")):
+        if path == REPRO / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and _base_names(node) & exception_names:
+                elsewhere.append(f"{path.relative_to(REPRO.parent)}:{node.lineno} {node.name}")
+    assert elsewhere == []
+
+    table = {errors.EXIT_INVALID, errors.EXIT_USAGE, errors.EXIT_INSTALL}
+    table |= {errors.EXIT_PATCH_CONFLICT, errors.EXIT_SMOKE}
+    for name in defined:
+        cls = getattr(errors, name)
+        if issubclass(cls, errors.ReproError):
+            assert cls.exit_code in table, name
+
+
+def test_another_run_holding_the_lock_is_not_a_failed_verification() -> None:
+    """The lock says the command cannot run now (2), not that anything was invalid (1)."""
+    assert errors.LockedError.exit_code == errors.EXIT_USAGE

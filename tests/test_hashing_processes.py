@@ -41,7 +41,7 @@ def _tree(root: Path) -> list[tuple[str, int]]:
     return files
 
 
-def _run(
+def _hash_files(
     files: list[tuple[str, int]], known: hashing.KnownFiles | None = None
 ) -> tuple[dict[str, hashing.HashResult], int]:
     with hashing.HashPipeline(jobs=2, known=known) as pipeline:
@@ -54,9 +54,9 @@ def _run(
 def test_processes_give_what_threads_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _tree(tmp_path)
     monkeypatch.setenv(hashing.PROCESSES_ENV, "0")
-    threads, none = _run(files)
+    threads, none = _hash_files(files)
     monkeypatch.setenv(hashing.PROCESSES_ENV, "2")
-    processes, batches = _run(files)
+    processes, batches = _hash_files(files)
     assert none == 0
     assert batches >= 3  # 700 small files in batches of at most BATCH_FILES, not in threads
     assert processes == threads
@@ -94,7 +94,7 @@ def test_files_vouched_for_are_not_sent_to_the_processes(
     files = _tree(tmp_path)[:300]
     vouched = {path for path, _ in files[::2]}
     monkeypatch.setenv(hashing.PROCESSES_ENV, "2")
-    results, batches = _run(files, known=_Vouch(vouched))
+    results, batches = _hash_files(files, known=_Vouch(vouched))
     assert batches >= 1
     for path, _ in files:
         if path in vouched:
@@ -124,7 +124,7 @@ def test_a_worker_that_dies_leaves_the_batches_to_the_threads(
 
     monkeypatch.setattr(hashing, "start_processes", dying)
     monkeypatch.setenv(hashing.PROCESSES_ENV, "2")
-    results, batches = _run(files)
+    results, batches = _hash_files(files)
     assert pools and batches == 0
     assert len(results) == len(files)
     for index, (path, _) in enumerate(files):
@@ -191,8 +191,8 @@ def test_no_processes_start_when_the_cache_answers_for_every_file(
     started: list[int] = []
     monkeypatch.setattr(hashing, "start_processes", lambda workers: started.append(workers))
     monkeypatch.setenv(hashing.PROCESSES_ENV, "2")
-    results, batches = _run(files, known=_Vouch({path for path, _ in files}))
+    results, batches = _hash_files(files, known=_Vouch({path for path, _ in files}))
     assert len(results) == len(files) and batches == 0
     assert started == []
-    _run(files[:50])  # a file to read: the pool is asked for
+    _hash_files(files[:50])  # a file to read: the pool is asked for
     assert started == [2]

@@ -14,7 +14,7 @@ from repro.bundle.manifest import MAX_LINE_BYTES, MAX_PATH_DEPTH, parse_manifest
 from repro.config import load_config
 from repro.errors import BundleFormatError, ConfigError
 from tests.bundle.test_info import MINIMAL
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 LIMIT_S = 60  # the cases below take well under a second when bounded
 

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from repro.servecmd import (
-    DEFAULT_PORTS,
-    ModelArgument,
-    PortNotANumber,
-    ServeCommand,
-    port_of,
-    serve_command,
-)
+from repro.errors import PortNotANumber
+from repro.servecmd import DEFAULT_PORTS, ModelArgument, ServeCommand, port_of, serve_command
 
 # tests/units/test_command.py covers the common launchers; these are the edges.
 

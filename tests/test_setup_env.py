@@ -23,9 +23,9 @@ import pytest
 
 from repro import __version__, _toml
 from repro.bundle.signing import NAMESPACE
-from tests.bootbundles import make_workspace, pack_workspace
-from tests.freshbox import BoxPython, FreshBox, fresh_box
 from tests.snapshot.conftest import PYTHON_312
+from tests.support.bundles import make_workspace, pack_workspace
+from tests.support.freshbox import BoxPython, FreshBox, fresh_box
 
 pytestmark = pytest.mark.slow
 
@@ -239,7 +239,7 @@ def test_offline_on_a_python_the_tool_wheels_do_not_cover_says_what_to_do(tmp_pa
     """A 3.12 bundle packed offline on 3.11 with a cold cache carries only cp311 tool
     wheels; on a box whose only Python is 3.12, setup_env.sh --offline cannot install
     repro: exit 3, naming the Python and what to do, and nothing left behind."""
-    from tests.bootbundles import member_names, read_member
+    from tests.support.bundles import member_names, read_member
 
     workspace = make_workspace(tmp_path / "src", PYTHON_312)
     packed = pack_workspace(workspace, tmp_path / "out", cache=tmp_path / "cold", download=False)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.errors import InputError
-from repro.smallfile import SmallFileRefused, small_file_sha256
+from repro.errors import InputError, SmallFileRefused
+from repro.smallfile import small_file_sha256
 
 
 def test_digest_of_a_small_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from tests._venvs import cache_root
+from tests.support.venvs import cache_root
 
 
 @pytest.mark.parametrize(

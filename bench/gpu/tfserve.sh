@@ -27,7 +27,7 @@ mkdir -p "$ws/services" /data/models /data/nomodels
 t=$(now); cp -a "$VENV" "$ws/venv"; T[copy_venv]=$(ms_since $t)
 "$ws/venv/bin/python" -m pip install -q --no-index --no-deps --no-compile --force-reinstall \
     "$root"/.whl/serve/*.whl || exit 2
-env -u PYTHONPATH "$ws/venv/bin/python" "$root/tests/make_tiny_llama.py" /data/models/tiny --head-dim 64 || exit 2
+env -u PYTHONPATH "$ws/venv/bin/python" "$root/tests/support/make_tiny_llama.py" /data/models/tiny --head-dim 64 || exit 2
 cat > "$ws/services/tfserve.service" <<EOF
 [Unit]
 Description=transformers serve on the GPU

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from repro.archive.directio import ALIGN, write_span
 from repro.crc import crc32
-from repro.errors import InputError, NotAsRecorded
+from repro.errors import FillStopped, InputError, NotAsRecorded
 
 # 1 MiB: as fast as 2 and 4 MiB on both machines measured, alternated, and less peak RSS
 # (bench/README.md, "Design choices and their measurements")
@@ -62,10 +62,6 @@ class Hole:
     pieces: Iterable[Piece]
 
 
-class Stopped(Exception):
-    """Another hole's writer failed: this one stops where it is."""
-
-
 class _Writes:
     """Buffers handed to `WRITERS` threads that write them (`write_span`) and give them
     back: the disk works while the filling threads read and hash the next bytes. Two
@@ -93,7 +89,7 @@ class _Writes:
         buffer = self._free.get()
         if self._stop.is_set():
             self._free.put(buffer)
-            raise Stopped
+            raise FillStopped("another writer of this extraction failed")
         return buffer
 
     def write(self, buffer: mmap.mmap, base: int, start: int, end: int) -> None:
@@ -152,7 +148,7 @@ def fill_holes(
             if errors:
                 stop.set()
                 for error in errors:
-                    if not isinstance(error, Stopped):
+                    if not isinstance(error, FillStopped):
                         raise error
                 # only stopped fillers: a write failed (the disk, the descriptor)
                 writes.close()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from repro.bundle import layout
-from repro.errors import InputError, ManifestError
+from repro.errors import InputError, ManifestError, ManifestLineMalformed, ManifestNameRejected
 
 MANIFEST_NAME = layout.MANIFEST
 SIGNATURE_SUFFIX = ".sig"
@@ -110,18 +110,6 @@ def path_order(path: str) -> bytes:
 # --- reading -------------------------------------------------------------------------
 
 
-class _Malformed(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Rejected(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 @dataclass
 class _Layout:
     """sha256sum's one piece of state across lines: whether the file uses the
@@ -137,7 +125,7 @@ def _unescape(name: bytes) -> bytes:
         byte = name[i]
         if byte == 0x5C:
             if i == len(name) - 1:
-                raise _Malformed("escaped name ends with a lone backslash")
+                raise ManifestLineMalformed("escaped name ends with a lone backslash")
             following = name[i + 1]
             if following == ord("n"):
                 out += b"\n"
@@ -146,7 +134,9 @@ def _unescape(name: bytes) -> bytes:
             elif following == 0x5C:
                 out += b"\\"
             else:
-                raise _Malformed(f"bad escape '\\{chr(following)}' (only \\n, \\r, \\\\ exist)")
+                raise ManifestLineMalformed(
+                    f"bad escape '\\{chr(following)}' (only \\n, \\r, \\\\ exist)"
+                )
             i += 2
             continue
         out.append(byte)
@@ -156,9 +146,11 @@ def _unescape(name: bytes) -> bytes:
 
 def _check_digest(digest: bytes) -> str:
     if len(digest) != DIGEST_HEX_LENGTH:
-        raise _Malformed(f"digest has {len(digest)} characters, expected {DIGEST_HEX_LENGTH}")
+        raise ManifestLineMalformed(
+            f"digest has {len(digest)} characters, expected {DIGEST_HEX_LENGTH}"
+        )
     if not _HEX_DIGITS.issuperset(digest):
-        raise _Malformed("digest is not hexadecimal")
+        raise ManifestLineMalformed("digest is not hexadecimal")
     return digest.decode("ascii").lower()
 
 
@@ -166,11 +158,11 @@ def _split_tagged(rest: bytes, escaped: bool) -> tuple[bytes, str]:
     """`SHA256 (NAME) = DIGEST`, after the opening parenthesis."""
     close = rest.rfind(b")")
     if close < 0:
-        raise _Malformed("tagged line has no ')' after the file name")
+        raise ManifestLineMalformed("tagged line has no ')' after the file name")
     name = _unescape(rest[:close]) if escaped else rest[:close]
     tail = rest[close + 1 :].lstrip(_WHITESPACE)
     if not tail.startswith(b"="):
-        raise _Malformed("tagged line has no '=' before the digest")
+        raise ManifestLineMalformed("tagged line has no '=' before the digest")
     return name, _check_digest(tail[1:].lstrip(_WHITESPACE))
 
 
@@ -178,7 +170,7 @@ def _split_line(line: bytes, layout: _Layout) -> tuple[bytes, str, bool]:
     """One checksum line -> (name bytes, lowercase digest, binary), following
     coreutils' split_3 step by step so the verdict on a line is the same."""
     if b"\0" in line:
-        raise _Malformed("line contains a NUL byte")
+        raise ManifestLineMalformed("line contains a NUL byte")
     i = len(line) - len(line.lstrip(_WHITESPACE))
     escaped = line[i : i + 1] == b"\\"
     if escaped:
@@ -188,22 +180,24 @@ def _split_line(line: bytes, layout: _Layout) -> tuple[bytes, str, bool]:
         if line[i : i + 1] == b" ":
             i += 1
         if line[i : i + 1] != b"(":
-            raise _Malformed("line starts with SHA256 but is not 'SHA256 (NAME) = DIGEST'")
+            raise ManifestLineMalformed(
+                "line starts with SHA256 but is not 'SHA256 (NAME) = DIGEST'"
+            )
         name, digest = _split_tagged(line[i + 1 :], escaped)
         return name, digest, False
     if len(line) - i < _MIN_LINE_LENGTH + (line[i : i + 1] == b"\\"):
-        raise _Malformed("line too short for a digest and a file name")
+        raise ManifestLineMalformed("line too short for a digest and a file name")
     start = i
     end = _WHITESPACE_RE.search(line, start)
     if end is None:
-        raise _Malformed("no space between digest and file name")
+        raise ManifestLineMalformed("no space between digest and file name")
     i = end.start()
     digest = _check_digest(line[start:i])
     i += 1
     binary = False
     if len(line) - i == 1 or line[i] not in b" *":
         if layout.reversed is False:
-            raise _Malformed("'DIGEST NAME' (one space) mixed with 'DIGEST  NAME' lines")
+            raise ManifestLineMalformed("'DIGEST NAME' (one space) mixed with 'DIGEST  NAME' lines")
         layout.reversed = True
     elif layout.reversed is not True:
         layout.reversed = False
@@ -214,24 +208,26 @@ def _split_line(line: bytes, layout: _Layout) -> tuple[bytes, str, bool]:
 
 
 def normalize_path(name: str) -> str:
-    """The manifest name as a clean relative `/`-path, or _Rejected if it may not be
+    """The manifest name as a clean relative `/`-path, or ManifestNameRejected if it may not be
     in a bundle. `.` components and repeated slashes are dropped."""
     if not name:
-        raise _Rejected("empty file name")
+        raise ManifestNameRejected("empty file name")
     if name.startswith("/"):
-        raise _Rejected("absolute path")
+        raise ManifestNameRejected("absolute path")
     if len(name.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
-        raise _Rejected(f"name longer than {MAX_PATH_BYTES} bytes")
+        raise ManifestNameRejected(f"name longer than {MAX_PATH_BYTES} bytes")
     parts = name.split("/")
     if len(parts) > MAX_PATH_DEPTH:
-        raise _Rejected(f"{len(parts)} path components, over the limit of {MAX_PATH_DEPTH}")
+        raise ManifestNameRejected(
+            f"{len(parts)} path components, over the limit of {MAX_PATH_DEPTH}"
+        )
     if ".." in parts:
-        raise _Rejected("'..' component escapes the tree")
+        raise ManifestNameRejected("'..' component escapes the tree")
     kept = [part for part in parts if part not in ("", ".")]
     if not kept or parts[-1] in ("", "."):
-        raise _Rejected("names a directory, not a file")
+        raise ManifestNameRejected("names a directory, not a file")
     if kept[0].startswith("~"):
-        raise _Rejected("leading '~' component")
+        raise ManifestNameRejected("leading '~' component")
     return "/".join(kept)
 
 
@@ -266,13 +262,13 @@ def parse_manifest(data: bytes, *, source: str) -> Manifest:
             continue
         try:
             name_bytes, digest, binary = _split_line(line, layout)
-        except _Malformed as exc:
+        except ManifestLineMalformed as exc:
             malformed.append(MalformedLine(lineno, _shown_line(line), exc.reason))
             continue
         name = name_bytes.decode("utf-8", "surrogateescape")
         try:
             path = normalize_path(name)
-        except _Rejected as exc:
+        except ManifestNameRejected as exc:
             rejected.append(RejectedEntry(lineno, name, exc.reason))
             continue
         if path in first_line:
@@ -309,7 +305,7 @@ def format_manifest(entries: Iterable[tuple[str, str]]) -> bytes:
     for path, digest in entries:
         try:
             clean = normalize_path(path)
-        except _Rejected as exc:
+        except ManifestNameRejected as exc:
             raise ManifestError(f"cannot list {path!r} in a manifest: {exc.reason}") from None
         if clean != path or "\0" in path:
             raise ManifestError(
@@ -320,7 +316,7 @@ def format_manifest(entries: Iterable[tuple[str, str]]) -> bytes:
             raise ManifestError(f"cannot list {path!r} in a manifest twice")
         try:
             digests[path] = _check_digest(digest.encode("ascii"))
-        except (_Malformed, UnicodeEncodeError) as exc:
+        except (ManifestLineMalformed, UnicodeEncodeError) as exc:
             raise ManifestError(f"bad digest for {path!r}: {digest!r}") from exc
     out = bytearray()
     for path in sorted(digests, key=path_order):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import click
@@ -57,7 +55,8 @@ Example:
 Exit codes:
   0  rebuilt (or already in the bundle's state; --dry-run: the plan)
   1  the bundle does not verify, or the preflight failed
-  2  usage error or unreadable bundle; a target holding another bundle
+  2  usage error or unreadable bundle; a target holding another bundle, or another
+     run holding its lock
   3  install failed
   4  patch conflict: nothing was written
   5  smoke ladder failed
@@ -69,18 +68,6 @@ Exit codes:
   2  TARGET is not a target `repro unpack` wrote
   4  files changed since patching (nothing restored; --force restores anyway)
 """
-
-
-# A test hook (tests/test_kill_anywhere.py): with REPRO_TEST_STOP_AT="STEP STATUS" in its
-# environment, `repro unpack` stops itself (SIGSTOP) right after it reports that event, so
-# that a test can kill it at exactly that point. Only the caller's environment can set it;
-# nothing in a bundle reaches it, and a stopped process goes on with SIGCONT.
-TEST_STOP_AT = "REPRO_TEST_STOP_AT"
-
-
-def _stop_for_test(step: str, status: str) -> None:
-    if os.environ.get(TEST_STOP_AT) == f"{step} {status}":
-        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 @click.command(
@@ -182,7 +169,6 @@ def unpack_command(
             style = STYLE.get(status, "white")
             # soft_wrap: a command is printed on one line, exactly, never broken by rich.
             console.print(f"[{style}]{status:>12}[/{style}] {escape(step)}: {escape(detail)}")
-        _stop_for_test(step, status)
 
     def rung(result: RungResult) -> None:
         event(f"smoke {result.name}", result.status.value, result.summary)

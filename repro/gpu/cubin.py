@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.errors import ReproError
+from repro.errors import NotAnElfError, UnreadableWheel
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 0x01
@@ -32,14 +32,6 @@ FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
 _ELF_MAGIC = b"\x7fELF"
 _CUOBJDUMP_NAME = re.compile(r"\.(?P<arch>(?:sm|compute)_\d+[af]?)\.(?:cubin|ptx)\b")
-
-
-class NotAnElfError(ValueError):
-    pass
-
-
-class UnreadableWheel(ReproError):
-    """A wheel whose shared objects cannot be read: not a zip, or a damaged one."""
 
 
 # What zipfile (and the decompressors under it) raise on bytes that are not a sound zip:

@@ -18,9 +18,9 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from repro.bundle import layout
-from repro.errors import PreflightError
+from repro.errors import PreflightError, UnreadableWheel
 from repro.gpu.arch import Verdict, arch_compatible
-from repro.gpu.cubin import UnreadableWheel, inspection_budget, wheel_archs
+from repro.gpu.cubin import inspection_budget, wheel_archs
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.interpreter import run_target_script
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from repro.errors import Terminated
 from repro.ladder.interp import kill_group
 
 
@@ -66,15 +67,6 @@ def start_server(
 
 
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
-
-
-class Terminated(SystemExit):
-    """repro was sent SIGTERM or SIGHUP: unwind (ending what it started), then exit
-    with 128 + the signal's number, as the signal itself would have."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(128 + signum)
-        self.signum = signum
 
 
 def _raise_terminated(signum: int, _frame: object) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import requests
 
+from repro.errors import GenerationError
 from repro.ladder.types import LaunchSpec
 
 
@@ -79,13 +80,6 @@ def served_model(launch: LaunchSpec, timeout: float) -> ProbeResult:
     except (ValueError, KeyError, IndexError, TypeError):
         return ProbeResult(Probe.BROKEN, f"GET /v1/models: unexpected body {response.text[:300]}")
     return ProbeResult(Probe.READY, name)
-
-
-class GenerationError(Exception):
-    def __init__(self, state: Probe, detail: str) -> None:
-        super().__init__(detail)
-        self.state = state
-        self.detail = detail
 
 
 def _events(response: requests.Response) -> Iterator[dict[str, Any]]:

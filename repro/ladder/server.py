@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repro.errors import GenerationError, ServerNotReady
 from repro.ladder.process import (
     log_errors,
     log_tail,
@@ -19,14 +20,7 @@ from repro.ladder.process import (
     stop_group,
     terminated_raises,
 )
-from repro.ladder.readiness import (
-    Generation,
-    GenerationError,
-    Probe,
-    generate,
-    probe_health,
-    served_model,
-)
+from repro.ladder.readiness import Generation, Probe, generate, probe_health, served_model
 from repro.ladder.types import (
     LadderSpec,
     LaunchSpec,
@@ -39,13 +33,6 @@ from repro.ladder.variables import unfilled_variables
 from repro.servecmd import model_arguments
 
 POLL_INTERVAL_S = 1.0
-
-
-class _NotReady(Exception):
-    def __init__(self, summary: str, hint: str | None) -> None:
-        super().__init__(summary)
-        self.summary = summary
-        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -72,7 +59,7 @@ def command_line_model(launch: LaunchSpec) -> str | None:
 def _wait_for_generation(
     launch: LaunchSpec, process: subprocess.Popen[bytes], timeouts: Timeouts, started: float
 ) -> _Ready:
-    """Poll about once a second until a real generation succeeds; raise _NotReady.
+    """Poll about once a second until a real generation succeeds; raise ServerNotReady.
 
     The model to ask for is the first of ``GET /v1/models``; a server that answers
     health but cannot list its models (``transformers serve`` lists the hub cache, and
@@ -84,14 +71,14 @@ def _wait_for_generation(
         tick = time.monotonic()
         code = process.poll()
         if code is not None:
-            raise _NotReady(
+            raise ServerNotReady(
                 f"the server exited with code {code} before it was ready",
                 "read the log tail: a bad argument, a missing model, out of memory, "
                 "or an import error in the engine",
             )
         remaining = deadline - tick
         if remaining <= 0:
-            raise _NotReady(
+            raise ServerNotReady(
                 f"not ready within {timeouts.server_ready:g} s (last probe: {last})",
                 "the server started but never answered a generation: look at the log for a "
                 "stuck model load or compile; raise --timeout if start-up is known to be slow",
@@ -104,7 +91,7 @@ def _wait_for_generation(
             if launch.engine != "sglang":
                 named = served_model(launch, min(timeouts.probe, remaining))
                 if named.state is Probe.BROKEN and fallback is None:
-                    raise _NotReady(f"{health.detail}, but {named.detail}", None)
+                    raise ServerNotReady(f"{health.detail}, but {named.detail}", None)
                 if named.state is Probe.BROKEN:
                     model, model_from = fallback, f"the command line ({named.detail})"
                 elif named.state is Probe.READY:
@@ -118,7 +105,7 @@ def _wait_for_generation(
                     return _Ready(generation, ready_at, model, model_from)
                 except GenerationError as exc:
                     if exc.state is Probe.BROKEN:
-                        raise _NotReady(
+                        raise ServerNotReady(
                             f"{health.detail}, but generation failed: {exc.detail}",
                             "the health endpoint answers but the engine cannot generate: "
                             "an attention backend or kernel that does not support this "
@@ -229,12 +216,12 @@ def server_rung(spec: LadderSpec, context: RungContext) -> RungResult:
                 facts,
                 hint="check the launch command's program path",
             )
-        outcome: _Ready | _NotReady
+        outcome: _Ready | ServerNotReady
         try:
             facts["pid"] = process.pid
             try:
                 outcome = _wait_for_generation(launch, process, spec.timeouts, started)
-            except _NotReady as exc:
+            except ServerNotReady as exc:
                 outcome = exc
             # Before teardown: shutdown noise would push the cause out of the tail.
             tail = log_tail(log_path)
@@ -258,7 +245,7 @@ def server_rung(spec: LadderSpec, context: RungContext) -> RungResult:
             hint="a process stuck in the kernel (D state); check the GPU driver",
             output_tail=tail,
         )
-    if isinstance(outcome, _NotReady):
+    if isinstance(outcome, ServerNotReady):
         return RungResult(
             "server",
             RungStatus.FAIL,

@@ -14,12 +14,12 @@ from pathlib import Path
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, LaunchCommand, load_bundle_info
 from repro.bundle.patchset import load_patchset
-from repro.errors import BundleFormatError, InputError
+from repro.errors import BundleFormatError, InputError, PortNotANumber
 from repro.ladder import registry
 from repro.ladder.registry import in_ladder_order, unknown_rungs
 from repro.ladder.types import ENGINES, AppliedPatch, LadderSpec, LaunchSpec, Timeouts
 from repro.ladder.variables import fill_variables
-from repro.servecmd import PortNotANumber, serve_command
+from repro.servecmd import serve_command
 from repro.units.command import parse_service
 
 

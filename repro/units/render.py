@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from repro.errors import UsageError
+from repro.errors import UnitPathError
 from repro.units.command import EXEC_KEYS, split_words
 from repro.units.names import VARIABLES
 from repro.units.text import UnitLine, forbidden_character, physical_lines, unit_lines
@@ -50,10 +50,6 @@ WORD_KEYS = frozenset(
 )
 _UNSAFE_EXECUTABLE = "\"'\\$"
 _PLACEHOLDER = re.compile(r"\$\{(REPRO_[A-Z]+)\}")
-
-
-class UnitPathError(UsageError):
-    """A target path that cannot be written into a unit as systemd would read it."""
 
 
 @dataclass(frozen=True)

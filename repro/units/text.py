@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from repro.errors import InputError
+from repro.errors import UnitTextError
 
 BOM = "\ufeff"
 _BLANKS = " \t\n\r"  # systemd's WHITESPACE
@@ -31,10 +31,6 @@ _COMMENTS = "#;"
 # Characters that change how text is displayed, not what it says: a reviewer would read
 # another line than systemd does.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-class UnitTextError(InputError):
-    """Unit text systemd and repro would read differently (exit 2)."""
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from repro.archive.reader import ArchiveLimits, iter_members, read_member
 from repro.archive.writer import BACKGROUND_HASH_BYTES, DeterministicTarWriter, source_date_epoch
 from repro.errors import ArchiveError, InputError, ReproError, UnsafeArchiveError, UsageError
 from tests.conftest import REPO_ROOT
-from tests.foreign import MTIME, canonical, pack_tree
-from tests.hostile import CASES, TOP, ArchiveMaker, Case, gz
+from tests.support.foreign import MTIME, canonical, pack_tree
+from tests.support.hostile_archives import CASES, TOP, ArchiveMaker, Case, gz
 
 COMPRESSIONS: tuple[Compression, ...] = ("none", "gz", "zst")
 
@@ -180,7 +180,7 @@ def test_interpreters_agree_byte_for_byte(trees: tuple[Path, Path], tmp_path: Pa
     pack_tree(trees[0], tmp_path / "ref.tar")
     pack_tree(trees[0], tmp_path / "ref.tar.gz", "gz")
     script = (
-        "import sys; from pathlib import Path; import tests.foreign as p\n"
+        "import sys; from pathlib import Path; import tests.support.foreign as p\n"
         "p.main(Path(sys.argv[1]), Path(sys.argv[2]))\n"
     )
     interpreters = other_interpreters()
@@ -802,7 +802,7 @@ def test_hostile_cases_refused_by_debian_python_without_tarfile_filters() -> Non
         )
     )
     assert facts == [False, True, False]
-    results = json.loads(run_foreign(python, "import tests.foreign as p; p.hostile()"))
+    results = json.loads(run_foreign(python, "import tests.support.foreign as p; p.hostile()"))
     expected = {f"{c.id}/{comp}": c.error for c in CASES for comp in ("none", "gz")}
     assert results == expected
 

@@ -15,8 +15,8 @@ import pytest
 from bench.envs import PATCH_LINE, Workspace, adopt_workspace
 from bench.synthetic import scaled_workspace
 from repro.errors import ReproError
-from tests.conftest import run_repro
-from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run
+from tests.snapshot.conftest import PYTHON_311, make_venv, pip
+from tests.support.run import run, run_repro
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""repro.bundle.fetch against a real HTTP server on 127.0.0.1 (tests/httpfiles.py)
+"""repro.bundle.fetch against a real HTTP server on 127.0.0.1 (tests/support/httpfiles.py)
 that drops the connection mid-body, ignores Range or If-Range, or replaces the file
 between requests: a resumed download gives the same bytes, and a body that is not
 one file's bytes in order is an error naming the URL, never a silent mix."""
@@ -13,7 +13,7 @@ import requests
 
 from repro.bundle.fetch import ResumableHTTPStream
 from repro.errors import InputError
-from tests.httpfiles import PATH, Version, file_server
+from tests.support.httpfiles import PATH, Version, file_server
 
 BODY = hashlib.sha256(b"bundle").digest() * 40_000  # 1.28 MB: several reads
 THIRD = len(BODY) // 3

@@ -20,8 +20,8 @@ import pytest
 from packaging.pylock import Package, Pylock
 
 from repro import _toml
-from tests.conftest import run_repro
-from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run, write_project
+from tests.snapshot.conftest import PYTHON_311, make_venv, pip, write_project
+from tests.support.run import run, run_repro
 
 pytestmark = pytest.mark.slow
 

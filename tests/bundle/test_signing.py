@@ -20,8 +20,8 @@ from repro.bundle.signing import (
 )
 from repro.errors import SignatureError
 from repro.snapshot.write.reproduce import render_setup_env
-from tests.bundles import TOP, archive_tree, make_bundle_tree
-from tests.conftest import run_repro
+from tests.support.bundles import TOP, archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 KEYGEN = shutil.which("ssh-keygen")
 if KEYGEN is None:  # pragma: no cover - the test machine has OpenSSH 9.2

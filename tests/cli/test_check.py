@@ -21,7 +21,8 @@ from repro.bundle.manifesttree import write_manifest
 from repro.cli._progress import IMMEDIATE_BYTES, HashProgressBar, hash_progress
 from repro.errors import ArchiveError, InputError
 from repro.verbs.check import CheckOptions, TargetKind, check_target, classify_target
-from tests.conftest import REPO_ROOT, read_pty, run_repro
+from tests.conftest import REPO_ROOT, read_pty
+from tests.support.run import run_repro
 
 
 def sha(data: bytes) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from repro.archive.writer import write_directory
 from repro.bundle.manifesttree import write_manifest
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 
 def make_bundle_dir(root: Path) -> Path:

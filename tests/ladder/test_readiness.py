@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from repro.ladder.readiness import (
-    GenerationError,
-    Probe,
-    base_url,
-    generate,
-    probe_health,
-    served_model,
-)
+from repro.errors import GenerationError
+from repro.ladder.readiness import Probe, base_url, generate, probe_health, served_model
 from repro.ladder.types import LaunchSpec
 
 

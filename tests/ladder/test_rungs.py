@@ -9,10 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro.ladder import LadderSpec, RungStatus, run_ladder
-from tests.conftest import run_repro
-from tests.ladder_venvs import torch_cpu_python, torch_triton_python, triton_no_headers_python
-
-__all__ = ["torch_cpu_python", "torch_triton_python", "triton_no_headers_python"]
+from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from repro.ladder import RUNG_NAMES, LadderReport, LadderSpec, RungStatus, run_ladder
-from tests.conftest import run_repro
-from tests.snapshot.conftest import PYTHON_311, Venv, make_venv, pip, run
+from tests.snapshot.conftest import PYTHON_311, Venv, make_venv, pip
+from tests.support.run import run, run_repro
 
 pytestmark = pytest.mark.slow
 

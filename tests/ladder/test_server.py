@@ -1,4 +1,5 @@
-"""The server rung against a test double (tests/fake_engine_server.py) that fails on demand.
+"""The server rung against a test double that fails on demand
+(tests/support/doubles/engine_server.py).
 
 Every case checks the verdict, that the log tail reaches the report, and that
 no process of the server's group is left behind.
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from repro.ladder import RungResult, RungStatus, run_ladder
-from tests.ladder_helpers import fake_launch, free_port, group_alive, read_pids, server_spec
+from tests.support.ladder import fake_launch, free_port, group_alive, read_pids, server_spec
 
 FAST = {"server_ready": 20.0, "probe": 1.0, "generation": 3.0, "grace": 3.0}
 

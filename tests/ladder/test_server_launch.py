@@ -1,6 +1,6 @@
 """The server rung launched from a unit's ExecStart=, through bundle.toml and the target's paths.
 
-The server is tests/fake_engine_server.py, a TEST DOUBLE of an OpenAI-compatible
+The server is tests/support/doubles/engine_server.py, a TEST DOUBLE of an OpenAI-compatible
 engine (no real engine runs in these tests; the real one, vLLM CPU, is in
 tests/ladder/test_engine.py). The unit is captured on a "source" workspace, the bundle's
 launch is read back on a "target" at other paths, and the variables filled there.
@@ -21,7 +21,7 @@ from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladde
 from repro.ladder.options import SmokeOptions, spec_from_options
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.snapshot.workspace import unitcapture
-from tests.ladder_helpers import FAKE_SERVER, free_port, group_alive, read_pids
+from tests.support.ladder import FAKE_SERVER, free_port, group_alive, read_pids
 
 FAST = Timeouts(server_ready=20.0, probe=1.0, generation=3.0, grace=3.0)
 

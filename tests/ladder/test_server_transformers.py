@@ -6,7 +6,7 @@ none) instead of the served model, and a completion with a field outside the Ope
 API (vLLM's `ignore_eos`) is refused with HTTP 422. The launch comes from a unit, as a
 deployment has it, through `repro smoke --service`; the model is the tiny random-weight
 Llama with a trained tokenizer of the vLLM tests. The venv (transformers[serving] 5.17.0
-with the machine's torch 2.13.0+cpu) is built once and cached (tests/_venvs.py).
+with the machine's torch 2.13.0+cpu) is built once and cached (tests/support/venvs.py).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
-from tests.conftest import run_repro
 from tests.ladder.test_engine import make_model
-from tests.ladder_helpers import free_port, group_alive
+from tests.support.ladder import free_port, group_alive
+from tests.support.run import run_repro
+from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

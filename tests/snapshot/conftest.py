@@ -9,14 +9,15 @@ patches (a rewritten script shebang, a new .pyc, a file matching an ignore glob)
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.run import run
+from tests.support.wheels import build_wheel, pyproject_toml
 
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")))
 PYTHON_311 = PYENV_ROOT / "versions" / "3.11.7" / "bin" / "python"
@@ -29,20 +30,6 @@ class Venv:
     root: Path
     python: Path
     site_packages: Path
-
-
-def run(argv: list[str], *, env: Mapping[str, str] | None = None, timeout: float = 600) -> str:
-    proc = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ if env is None else env),
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"{argv} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.stdout
 
 
 def make_venv(base_python: Path, root: Path) -> Venv:
@@ -66,24 +53,12 @@ def write_project(root: Path, name: str, package: str, version: str, script: boo
     (root / package / "data.txt").write_text("payload\n")
     scripts = f'\n[project.scripts]\n{name}-cli = "{package}:main"\n' if script else ""
     (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "{name}"
-            version = "{version}"
-
-            [tool.setuptools]
-            packages = ["{package}"]
-
-            [tool.setuptools.package-data]
-            {package} = ["data.txt"]
-            """
+        pyproject_toml(
+            name,
+            version,
+            [package],
+            more=f'\n[tool.setuptools.package-data]\n{package} = ["data.txt"]\n' + scripts,
         )
-        + scripts
     )
     return root
 
@@ -94,9 +69,8 @@ def demo_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("demo-wheel")
     project = write_project(base / "src", "repro-demo-wheel", "demo_wheel", "1.0+local", True)
     out = base / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(project)])
-    (wheel,) = out.glob("*.whl")
-    return wheel
+    out.mkdir()
+    return build_wheel(project, out)
 
 
 @pytest.fixture(scope="session")

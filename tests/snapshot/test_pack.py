@@ -29,16 +29,8 @@ from typing import Any
 import pytest
 
 from repro import _toml
-from tests.conftest import run_repro
-from tests.snapshot.conftest import (
-    PYTHON_311,
-    PYTHON_312,
-    Venv,
-    make_venv,
-    pip,
-    run,
-    write_project,
-)
+from tests.snapshot.conftest import PYTHON_311, PYTHON_312, Venv, make_venv, pip, write_project
+from tests.support.run import run, run_repro
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 
 def test_pack_warns_about_a_plain_http_index(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from repro.snapshot.workspace.files import secret_in_file
-from tests.conftest import run_repro
-from tests.snapshot.conftest import run
+from tests.support.run import run, run_repro
 
 TOKEN = "hf_hardenTestPlantedSecret0123456789abcd"
 QUIET_TOKEN = "s3cr3t-v4lue-without-shape-42"  # only the environment says it is secret

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from repro.units.command import parse_service
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 
 def _random(prefix: str, length: int) -> str:
@@ -75,7 +75,8 @@ def _record_as_pip_does(dist_info: Path, name: str, data: bytes) -> None:
 
 
 def _workspace(base: Path) -> Path:
-    from tests.snapshot.conftest import PYTHON_311, make_venv, pip, run, write_project
+    from tests.snapshot.conftest import PYTHON_311, make_venv, pip, write_project
+    from tests.support.run import run
 
     root = base / "ws"
     (root / "services").mkdir(parents=True)

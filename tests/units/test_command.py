@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from repro.servecmd import (
-    ModelArgument,
-    PortNotANumber,
-    engine_of,
-    model_arguments,
-    port_of,
-    serve_command,
-)
+from repro.errors import PortNotANumber
+from repro.servecmd import ModelArgument, engine_of, model_arguments, port_of, serve_command
 from repro.units.command import parse_service, split_words
 
 

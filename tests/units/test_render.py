@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from repro.errors import UsageError
+from repro.errors import UnitPathError, UsageError
 from repro.units.command import parse_service, unit_commands
-from repro.units.render import UnitPathError, render_env_text, render_unit, render_unit_text
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import run_repro
+from repro.units.render import render_env_text, render_unit, render_unit_text
+from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 ARGUMENTS_TEMPLATE = """\
 [Unit]

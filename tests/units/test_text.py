@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from repro.errors import UnitTextError
 from repro.units.command import unit_commands
-from repro.units.text import UnitTextError, check_unit_text, unit_lines
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import run_repro
+from repro.units.text import check_unit_text, unit_lines
+from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 _NOT_EXECUTABLE = re.compile(r"Command (/nonexistent/\S+) is not executable")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro.verbs.demo import workspace_dir
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests._bundles import ENV_VALUE, ENV_VAR, BundlePair, run_cli
+from tests.support.bundles import ENV_VALUE, ENV_VAR, BundlePair, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests._bundles import BundlePair, run_cli, tamper
+from tests.support.bundles import BundlePair, run_cli, tamper
 
 pytestmark = pytest.mark.slow
 

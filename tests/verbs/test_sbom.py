@@ -1,9 +1,9 @@
 """`repro pack --sbom` and `repro sbom` on real bundles, the SBOM checked by its real
 reader: cyclonedx-python-lib's strict JSON validator against the CycloneDX 1.6 schema.
 
-The workspace is the shared one of tests/_bundles.py (real PyPI packages, a local wheel
+The workspace is the shared one of tests/support/bundles.py (real PyPI packages, a local wheel
 only the vault serves, hand patches in idna and six). Its source GPU is the only test
-double: this machine has none, so `nvidia-smi` is tests/nvsmi.py's script.
+double: this machine has none, so `nvidia-smi` is tests/support/doubles/nvidia_smi.py's script.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from cyclonedx.validation.json import JsonStrictValidator
 from repro import _toml
 from repro.bundle.lock import parse_requirements_lock
 from repro.bundle.sbom import SBOM_MEMBER, serial_number
-from tests._bundles import BundlePair, run_cli, tamper
-from tests.nvsmi import fake_nvidia_smi
+from tests.support.bundles import BundlePair, run_cli, tamper
+from tests.support.doubles.nvidia_smi import fake_nvidia_smi
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """`repro inspect`, `diff` and `sbom` hold a fixed budget of member bytes in memory,
 whatever the bundle (repro.verbs.view.MemberBudget).
 
-A real bundle (tests/bundles.py) given 300 members of 2 MiB of zeros under files/ (each
+A real bundle (tests/support/bundles.py) given 300 members of 2 MiB of zeros under files/ (each
 at the size a shown member may have), re-manifested and written as a .tar.gz of a few
 MB: the peak RSS of the real CLI in a subprocess, as the kernel counts it
 (RUSAGE_CHILDREN of a wrapper process that runs only that command), stays under a
@@ -21,8 +21,8 @@ import pytest
 
 from repro.bundle.limits import KEEP_LIMIT, PARSED_LIMIT, SHOWN_BUDGET
 from repro.bundle.manifest import MANIFEST_NAME, format_manifest
-from tests.bundles import TOP, make_bundle_tree
 from tests.conftest import REPO_ROOT
+from tests.support.bundles import TOP, make_bundle_tree
 
 BLOBS = 300
 RSS_BOUND_MIB = 200

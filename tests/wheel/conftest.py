@@ -12,7 +12,6 @@ import stat
 import subprocess
 import sys
 import sysconfig
-import textwrap
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 from repro.install.venv.vault import RESERVED, describe_interpreter, venv_scheme
 from repro.wheel.scheme import Scheme
+from tests.support.wheels import build_wheel, pyproject_toml
 
 BUILD_TIMEOUT = 300
 
@@ -52,28 +52,15 @@ def write_project(root: Path) -> Path:
     console = "".join(f'{k} = "{v}"\n' for k, v in CONSOLE_SCRIPTS.items())
     gui = "".join(f'{k} = "{v}"\n' for k, v in GUI_SCRIPTS.items())
     (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            """\
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "wheeldemo"
-            version = "1.0"
-
-            [project.optional-dependencies]
-            extra = []
-
-            [tool.setuptools]
-            packages = ["wheeldemo"]
-            script-files = ["bin/wheeldemo-tool"]
-
-            [tool.setuptools.package-data]
-            wheeldemo = ["*.txt"]
-            """
+        pyproject_toml(
+            "wheeldemo",
+            "1.0",
+            ["wheeldemo"],
+            setuptools='script-files = ["bin/wheeldemo-tool"]\n',
+            more="\n[project.optional-dependencies]\nextra = []\n"
+            '\n[tool.setuptools.package-data]\nwheeldemo = ["*.txt"]\n'
+            f"\n[project.scripts]\n{console}\n[project.gui-scripts]\n{gui}",
         )
-        + f"\n[project.scripts]\n{console}\n[project.gui-scripts]\n{gui}"
     )
     return root
 
@@ -83,11 +70,9 @@ def real_wheel(tmp_path_factory: pytest.TempPathFactory) -> RealWheel:
     base = tmp_path_factory.mktemp("real-wheel")
     project = write_project(base / "src")
     out = base / "dist"
-    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-    argv += ["--disable-pip-version-check", "-w", str(out), str(project)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
-    assert proc.returncode == 0, proc.stderr
-    (wheel,) = out.glob("wheeldemo-1.0-*.whl")
+    out.mkdir()
+    wheel = build_wheel(project, out, "--no-build-isolation", timeout=BUILD_TIMEOUT)
+    assert wheel.name.startswith("wheeldemo-1.0-"), wheel
     return RealWheel(wheel, "wheeldemo-1.0.dist-info", "wheeldemo-1.0.data")
 
 

@@ -22,7 +22,7 @@ from repro.install.venv.vault import (
     install_from_vault,
 )
 from repro.wheel.install import install_wheel
-from tests.hostilewheels import (
+from tests.support.wheels import (
     RawMember,
     raw_member,
     raw_members,

@@ -22,7 +22,7 @@ from repro.errors import InstallError
 from repro.wheel.install import install_wheel
 from repro.wheel.scheme import Scheme
 from repro.wheel.scripts import shebang
-from tests.hostilewheels import (
+from tests.support.wheels import (
     raw_members,
     raw_wheel,
     record_row,

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from repro.errors import InstallError
 from repro.wheel.install import install_wheel
-from tests.hostilewheels import record_row
+from tests.support.wheels import record_row
 from tests.wheel.conftest import venv_layout
 
 DIST_INFO = "demo-1.0.dist-info"

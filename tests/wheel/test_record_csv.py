@@ -31,9 +31,9 @@ import pytest
 
 from repro import _toml
 from repro.wheel.record import read_record
-from tests._venvs import find_python
-from tests.conftest import run_repro
 from tests.snapshot.conftest import Venv, make_venv, pip
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 QUOTES = ('say"hi".txt', "a,b.txt", "sp ace.txt", " lead.txt", "é✓ ünï.txt", "'single'.txt")
 BREAKS = ("l\u2028s.txt", "n\x85l.txt", "f\fe.txt", "v\vt.txt", "g\x1ds.txt", "p\u2029s.txt")
@@ -219,8 +219,8 @@ def test_every_wheel_of_a_real_many_distribution_venv_passes_installer_validatio
     """The transformers-serve venv of the engine tests (54 real distributions, torch among
     them), packed `--wheels all --offline`: every wheel of its vault, rebuilt or not,
     passes `python -m installer --validate-record all`."""
-    from tests._venvs import VenvRecipe, cached_venv, venv_python
     from tests.ladder.test_server_transformers import RECIPE
+    from tests.support.venvs import VenvRecipe, cached_venv, venv_python
 
     python = venv_python(cached_venv(VenvRecipe("transformers-serve", find_python("3.11"), RECIPE)))
     workspace = tmp_path / "ws"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -24,6 +23,7 @@ from repro.wheel.scripts import (
     shebang_candidates,
     split_shebang,
 )
+from tests.support.run import run_process
 from tests.wheel.conftest import TOOL_SCRIPT, RealWheel
 
 BODY = b"print('ran')\n"
@@ -37,10 +37,10 @@ def _interpreter_at(directory: Path) -> Path:
     return python
 
 
-def _run(script: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+def _run_script(script: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`script` made executable and run: its exit status and stdout (it writes no stderr)."""
     script.chmod(0o755)
-    argv = [str(script), *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
+    proc = run_process([script, *args], env=env, timeout=60)
     assert not proc.stderr, proc.stderr
     return proc.returncode, proc.stdout
 
@@ -50,7 +50,7 @@ def test_a_short_interpreter_path_is_one_line(tmp_path: Path) -> None:
     assert shebang(python) == f"#!{python}\n".encode()
     script = tmp_path / "tool"
     script.write_bytes(shebang(python) + BODY)
-    assert _run(script) == (0, "ran\n")
+    assert _run_script(script) == (0, "ran\n")
 
 
 @pytest.mark.parametrize("directory", ["d" * 130, "with space", "it's spaced"])
@@ -62,7 +62,7 @@ def test_a_long_or_spaced_path_gets_the_sh_trampoline_that_runs(
     assert header.startswith(b"#!/bin/sh\n'''exec' ")
     script = tmp_path / "tool"
     script.write_bytes(header + b"import sys\nprint(sys.argv[1:])\n")
-    assert _run(script, "a b", "c") == (0, "['a b', 'c']\n")
+    assert _run_script(script, "a b", "c") == (0, "['a b', 'c']\n")
     assert split_shebang(header + BODY) == (header, BODY)
 
 
@@ -76,7 +76,7 @@ def test_an_entry_point_script_runs_the_object_it_names(tmp_path: Path, attrs: s
     script = tmp_path / "demo-cli"
     script.write_bytes(entry_point_script(Path(sys.executable), "demo_pkg", attrs))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    assert _run(script, env=env) == (3, f"{attrs}\n")
+    assert _run_script(script, env=env) == (3, f"{attrs}\n")
 
 
 @pytest.mark.parametrize("directory", ["bin", "d" * 130 + "/bin", "with space/bin"])

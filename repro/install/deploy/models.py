@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
-from repro.smallfile import SmallFileRefused, small_file_sha256
+from repro.errors import SmallFileRefused
+from repro.smallfile import small_file_sha256
 
 ModelStatus = Literal["found", "missing", "different"]
 # pack describes a file of at most 1 MiB as small (repro.snapshot.workspace.models): nothing

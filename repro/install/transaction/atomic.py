@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from repro.errors import ReproError
+from repro.errors import LockedError
 
 # The temporary file of an atomic write: `.NAME.RANDOM.repro-tmp` beside NAME.
 TEMP_SUFFIX = ".repro-tmp"
@@ -68,10 +68,6 @@ def atomic_unlink(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     fsync_directory(path.parent)
-
-
-class LockedError(ReproError):
-    pass
 
 
 @contextlib.contextmanager

@@ -28,8 +28,8 @@ from packaging.utils import canonicalize_name
 
 from repro import _toml
 from repro.bundle.patchset import PatchEntry, PatchSet
-from repro.diffapply import DiffApplyError, apply_unified_diff
-from repro.errors import InstallError, PatchConflictError, ReproError
+from repro.diffapply import apply_unified_diff
+from repro.errors import DiffApplyError, InstallError, PatchConflictError, ReproError
 from repro.hashing import sha256_bytes, sha256_file
 from repro.install.transaction.atomic import atomic_unlink, atomic_write, exclusive_lock
 from repro.interpreter import run_target_script

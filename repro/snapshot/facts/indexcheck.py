@@ -35,7 +35,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from repro.errors import ProbeError
+from repro.errors import ProbeError, ProjectNotListed
 from repro.interpreter import run_target_script
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -233,10 +233,6 @@ def _files_from_json(data: Any, page_url: str) -> list[IndexFile]:
     return files
 
 
-class _NotListed(Exception):
-    """The index has no page for the project."""
-
-
 def _project_files(
     index: str, project: str, session: requests.Session, timeout: float
 ) -> list[IndexFile]:
@@ -251,10 +247,10 @@ def _project_files(
                 if kind == "json":
                     return _files_from_json(json.loads(text), page_url)
                 return _files_from_html(text, page_url)
-        raise _NotListed(page)
+        raise ProjectNotListed(page)
     response = session.get(page, headers={"Accept": ACCEPT}, timeout=timeout)
     if response.status_code == 404:
-        raise _NotListed(page)
+        raise ProjectNotListed(page)
     response.raise_for_status()
     content_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip()
     if content_type == JSON_TYPE:
@@ -368,7 +364,7 @@ def _fetch_all(
             return project, None, None
         try:
             return project, _project_files(index, project, session, timeout), None
-        except _NotListed:
+        except ProjectNotListed:
             return project, None, None
         except requests.ConnectionError as exc:
             with said:

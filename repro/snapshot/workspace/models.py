@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.errors import InputError
-from repro.smallfile import SmallFileRefused, small_file_sha256
+from repro.errors import InputError, SmallFileRefused
+from repro.smallfile import small_file_sha256
 from repro.snapshot.workspace.files import secret_in_file
 
 COPIED_FILES = (

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from repro.bundle import layout
 from repro.bundle.info import LaunchCommand, Role
-from repro.errors import InputError
+from repro.errors import InputError, PortNotANumber
 from repro.redaction import is_secret_name, scrub_text, secret_assignment
-from repro.servecmd import PortNotANumber, model_arguments, serve_command
+from repro.servecmd import model_arguments, serve_command
 from repro.snapshot.workspace.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.units.command import ServiceExec, parse_service
 from repro.units.dropin import REQUIRED_MARK, dropin_member, render_dropin

@@ -18,9 +18,10 @@ import tomli_w
 
 from repro._toml import loads as toml_loads
 from repro.bundle.manifesttree import write_manifest
-from repro.smallfile import SmallFileRefused, small_file_sha256
-from tests.conftest import run_repro
-from tests.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from repro.errors import SmallFileRefused
+from repro.smallfile import small_file_sha256
+from tests.e2e.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from tests.support.run import run_repro
 
 DIGEST = "a" * 64
 

@@ -19,9 +19,10 @@ import pytest
 
 from repro._toml import loads as toml_loads
 from repro.snapshot.workspace.leftout import MAX_CARRIED_FILE
-from tests._venvs import find_python
-from tests.conftest import run_repro, unpacked_venv
+from tests.conftest import unpacked_venv
 from tests.install.test_unpack import build_workspace, site_packages
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

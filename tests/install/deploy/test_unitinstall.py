@@ -2,7 +2,7 @@
 runs shown before it is installed, and no unit of the box's replaced unless --force
 (and then backed up, the backup named in the report).
 
-Real bundles (tests/bundles.py) with a unit added and the manifest written again, so
+Real bundles (tests/support/bundles.py) with a unit added and the manifest written again, so
 `repro check` passes; the real CLI installs into a units directory named with
 --units-dir (this machine's /etc/systemd/system is never written), and the installed
 files are read back by the real `systemd-analyze verify`.
@@ -29,8 +29,8 @@ from repro.install.deploy.unitinstall import (
 )
 from repro.units.command import unit_commands
 from repro.units.names import validate_unit_name
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import run_repro
+from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
 
 UNIT_TEXT = """\
 [Unit]

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from repro.errors import EXIT_USAGE, UsageError
+from repro.errors import EXIT_USAGE, LockedError, UsageError
 from repro.install.options import UnpackOptions
 from repro.install.read.staging import STAGED_VENV
-from repro.install.transaction.atomic import LockedError, exclusive_lock
+from repro.install.transaction.atomic import exclusive_lock
 from repro.install.venv.streamed import StreamedInstall
 from tests.conftest import REPO_ROOT
-from tests.test_kill_anywhere import (
+from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     bundle,  # noqa: F401 - the fixture
 )

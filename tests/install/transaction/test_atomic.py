@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from repro.errors import LockedError
 from repro.install.transaction.atomic import (
     TEMP_SUFFIX,
-    LockedError,
     atomic_unlink,
     atomic_write,
     exclusive_lock,

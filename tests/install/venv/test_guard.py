@@ -26,21 +26,23 @@ import pytest
 
 from repro.errors import EXIT_INSTALL, InstallError
 from repro.install.state import BundleIdentity, UnpackState, load_state
+from repro.install.venv.installer import create_venv
+from repro.install.venv.site import read_installed
+from repro.install.venv.streamed import StagedVenv, adopt
 from repro.install.venv.guard import (
     record_venv,
     recorded,
     trusted_interpreter,
     venv_differences,
 )
-from repro.install.venv.installer import create_venv
-from repro.install.venv.site import read_installed
-from repro.install.venv.streamed import StagedVenv, adopt
-from tests._venvs import find_python
-from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
-from tests.test_kill_anywhere import (
+from tests.conftest import REPO_ROOT, unpacked_venv
+from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     bundle,  # noqa: F401 - the fixture
 )
+from tests.support.run import run_repro
+from tests.support.stop_at import python_argv
+from tests.support.venvs import find_python
 
 PY = "3.11"
 
@@ -309,13 +311,12 @@ def test_commands_on_a_tampered_target_refuse_and_never_start_it(
 def _stopped_at(
     argv: list[str], event: str, log: Path, stdin: Path | None
 ) -> subprocess.Popen[bytes]:
-    """`repro unpack` stopped (SIGSTOP, its own test hook) right after `event`."""
+    """`repro unpack` stopped (SIGSTOP, tests/support/stop_at.py) right after `event`."""
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PYTHONPATH"] = str(REPO_ROOT)
-    env["REPRO_TEST_STOP_AT"] = event
     with log.open("wb") as stderr, stdin.open("rb") if stdin else open(os.devnull, "rb") as feed:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "repro", *argv],
+            [sys.executable, *python_argv(*argv, stop_at=event)],
             stdin=feed,
             stdout=subprocess.DEVNULL,
             stderr=stderr,

@@ -2,7 +2,7 @@
 with the same result.
 
 Through the real CLI: a real venv made dependency-incomplete on purpose (see
-tests/_incomplete_env.py), packed by `repro pack`, rebuilt by `repro unpack` with
+tests/support/incomplete_env.py), packed by `repro pack`, rebuilt by `repro unpack` with
 each installer, offline from the vault and online from PyPI.
 """
 
@@ -18,8 +18,8 @@ import pytest
 
 from repro.install.venv.installer import installer_lines
 from repro.install.venv.site import read_installed
-from tests._incomplete_env import make_workspace, pip_check
-from tests._venvs import find_python
+from tests.support.incomplete_env import make_workspace, pip_check
+from tests.support.venvs import find_python
 from tests.install.test_unpack import NO_NETWORK, locked_pins, pack, unpack
 
 pytestmark = pytest.mark.slow

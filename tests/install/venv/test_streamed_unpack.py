@@ -32,9 +32,8 @@ from repro._toml import loads as toml_loads
 from repro.archive.writer import write_directory
 from repro.bundle.manifesttree import write_manifest
 from repro.errors import EXIT_INSTALL, EXIT_INVALID
-from tests._venvs import find_python
-from tests.conftest import SIGINT_DEFAULT, run_repro
-from tests.test_kill_anywhere import (
+from tests.conftest import SIGINT_DEFAULT
+from tests.e2e.test_kill_anywhere import (
     UNPACK_ARGS,
     _env,
     bundle,  # noqa: F401 - the fixture
@@ -42,6 +41,9 @@ from tests.test_kill_anywhere import (
     tree,
     tree_differences,
 )
+from tests.support.run import run_repro
+from tests.support.stop_at import python_argv
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -50,20 +52,20 @@ STAGED_VENVS = "..repro-unpack-*.staging-venv"
 
 
 def start_streamed(
-    source: Path, target: Path, *extra: str, log: Path, **env: str
+    source: Path, target: Path, *extra: str, log: Path, stop_at: str | None = None
 ) -> subprocess.Popen[bytes]:
     """`repro unpack -` reading `source` from a pipe (fed by a thread), in its own
-    process group, its stderr to `log`."""
+    process group, its stderr to `log`; stopped right after the event `stop_at`."""
+    args = ("unpack", "-", "--target", str(target), *UNPACK_ARGS, *extra, "-v")
     # a terminal's SIGINT disposition, whatever this test run inherited (see there)
-    argv = [sys.executable, "-c", SIGINT_DEFAULT, "-m", "repro", "unpack", "-"]
-    argv += ["--target", str(target)]
+    argv = [sys.executable, "-c", SIGINT_DEFAULT, *python_argv(*args, stop_at=stop_at)]
     with log.open("wb") as stderr:
         proc = subprocess.Popen(
-            [*argv, *UNPACK_ARGS, *extra, "-v"],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            env=_env(env),
+            env=_env({}),
             start_new_session=True,
         )
 
@@ -276,9 +278,8 @@ def test_a_kill_in_a_streamed_unpack_then_the_same_command_again(
     parent = target.parent
     log = tmp_path / "killed.log"
     event = KILL_POINTS[point]
-    env = {"REPRO_TEST_STOP_AT": event} if event else {}
     try:
-        proc = start_streamed(bundle, target, log=log, **env)
+        proc = start_streamed(bundle, target, log=log, stop_at=event)
         if event is None:
             _wait_for(
                 proc,

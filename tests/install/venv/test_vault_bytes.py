@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_repro
+from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow
 

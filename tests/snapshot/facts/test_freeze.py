@@ -24,7 +24,8 @@ from repro.bundle.lock import (
 from repro.errors import InputError, PylockError
 from repro.snapshot.facts.environment import probe_environment
 from repro.snapshot.facts.freeze import pins_from_facts, pip_freeze, requires_python_of
-from tests.snapshot.conftest import PYTHON_311, LockTools, Venv, make_venv, run
+from tests.snapshot.conftest import PYTHON_311, LockTools, Venv, make_venv
+from tests.support.run import run
 
 PINS = (Pin("six", "1.17.0"), Pin("idna", "3.10"), Pin("attrs", "25.1.0"))
 

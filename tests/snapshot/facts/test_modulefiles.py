@@ -36,11 +36,8 @@ from repro.snapshot.facts.modulefiles import (
     read_torch_version_file,
     sorted_archs,
 )
-from tests.conftest import run_repro
-from tests.ladder_venvs import torch_cpu_python
-from tests.snapshot.conftest import PYTHON_311, run
-
-__all__ = ["torch_cpu_python"]
+from tests.snapshot.conftest import PYTHON_311
+from tests.support.run import run, run_repro
 
 TORCH_VERSION = "2.14.1+cu130"
 GIT_VERSION = "0123456789abcdef0123456789abcdef01234567"

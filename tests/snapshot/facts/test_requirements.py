@@ -27,10 +27,10 @@ from repro.snapshot.facts.requirements import (
     marker_environment,
     unmet_requirements,
 )
-from tests._incomplete_env import EXPECTED_UNMET, make_workspace, pip_check
-from tests._venvs import find_python
-from tests.conftest import run_repro
 from tests.snapshot.conftest import PYTHON_312, Venv
+from tests.support.incomplete_env import EXPECTED_UNMET, make_workspace, pip_check
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 LINUX_311 = {
     "implementation_name": "cpython",

@@ -11,8 +11,8 @@ from repro.snapshot.facts.environment import probe_environment
 from repro.snapshot.scan.compare import is_ignored, scan_environment
 from repro.snapshot.scan.run import ScanRequest, scan_target
 from repro.wheel.scripts import split_shebang
-from tests.conftest import run_repro
 from tests.snapshot.conftest import PatchedEnv, Venv, make_venv, pip
+from tests.support.run import run_repro
 
 
 @pytest.mark.slow

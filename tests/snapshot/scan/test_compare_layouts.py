@@ -4,14 +4,15 @@ a new subdirectory inside a package, and console scripts edited beyond their `#!
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from repro.snapshot.facts.environment import probe_environment
 from repro.snapshot.scan.compare import scan_environment
-from tests.snapshot.conftest import PYTHON_311, make_venv, run
+from tests.snapshot.conftest import PYTHON_311, make_venv
+from tests.support.run import run
+from tests.support.wheels import pyproject_toml
 
 
 def _namespace_project(root: Path, name: str, sub: str) -> Path:
@@ -19,22 +20,11 @@ def _namespace_project(root: Path, name: str, sub: str) -> Path:
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(f"def main() -> int:\n    return {len(sub)}\n")
     (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "{name}"
-            version = "1.0"
-
-            [project.scripts]
-            {name}-tool = "nsroot.{sub}:main"
-
-            [tool.setuptools]
-            packages = ["nsroot.{sub}"]
-            """
+        pyproject_toml(
+            name,
+            "1.0",
+            [f"nsroot.{sub}"],
+            more=f'\n[project.scripts]\n{name}-tool = "nsroot.{sub}:main"\n',
         )
     )
     return root

@@ -120,8 +120,8 @@ def test_a_target_python_below_311_needs_tomli_and_the_compiled_wheels() -> None
 
 @pytest.fixture(scope="module")
 def workspace_312(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.bootbundles import make_workspace
     from tests.snapshot.conftest import PYTHON_312
+    from tests.support.bundles import make_workspace
 
     return make_workspace(tmp_path_factory.mktemp("ws312"), PYTHON_312)
 
@@ -130,7 +130,7 @@ def workspace_312(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_bundle_of_a_312_venv_packed_on_311_carries_cp312_tool_wheels(
     workspace_312: Path, tmp_path: Path
 ) -> None:
-    from tests.bootbundles import member_names, pack_workspace, read_member
+    from tests.support.bundles import member_names, pack_workspace, read_member
 
     cache = tmp_path / "cache"
     first = pack_workspace(workspace_312, tmp_path / "a", cache=cache)
@@ -168,7 +168,7 @@ def test_a_bundle_of_a_312_venv_packed_on_311_carries_cp312_tool_wheels(
 def test_an_offline_pack_on_a_cold_cache_says_which_python_it_cannot_bootstrap(
     workspace_312: Path, tmp_path: Path
 ) -> None:
-    from tests.bootbundles import member_names, pack_workspace, read_member
+    from tests.support.bundles import member_names, pack_workspace, read_member
 
     result = pack_workspace(
         workspace_312, tmp_path / "out", cache=tmp_path / "empty", download=False

@@ -6,7 +6,6 @@ import base64
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -37,29 +36,27 @@ from repro.wheel.rebuild import (
 from repro.wheel.record import read_dist_record
 from repro.wheel.scheme import SchemePaths
 from repro.wheel.scripts import restore_shebang
+from tests.support.run import run
 
 PYPI = "https://pypi.org/simple/"
 PIP_TIMEOUT = 600
 
 
-def _run(argv: list[str | Path], **kwargs: object) -> str:
+def _without_python_vars() -> dict[str, str]:
+    """This process's environment less PYTHON* and VIRTUAL_ENV: pip and the venvs' own
+    interpreters see none of the test run's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.pop("VIRTUAL_ENV", None)
-    proc = subprocess.run(
-        [str(a) for a in argv],
-        capture_output=True,
-        text=True,
-        timeout=PIP_TIMEOUT,
-        env=env,
-        check=False,
-        **kwargs,  # type: ignore[call-overload]
-    )
-    assert proc.returncode == 0, f"{argv} failed:\n{proc.stdout}\n{proc.stderr}"
-    return str(proc.stdout)
+    return env
+
+
+def _isolated(argv: list[str | Path]) -> str:
+    """`argv`, which must succeed, without the test run's PYTHON* and VIRTUAL_ENV."""
+    return run(argv, env=_without_python_vars(), timeout=PIP_TIMEOUT)
 
 
 def _make_venv(path: Path) -> Path:
-    _run([sys.executable, "-m", "venv", path])
+    _isolated([sys.executable, "-m", "venv", path])
     return path / "bin" / "python"
 
 
@@ -125,15 +122,15 @@ def source_env(tmp_path_factory: pytest.TempPathFactory) -> SourceEnv:
         ("localdemo", "1.0+cu130", False, find_links),
     ]:
         project = _make_project(projects / name, name, version, extras=extras)
-        _run([builder, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, project])
+        _isolated([builder, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, project])
     _make_project(projects / "editdemo", "editdemo", "0.2.0", extras=False)
     python = _make_venv(base / "venv")
     pip: list[str | Path] = [python, "-m", "pip", "install", "-q"]
-    _run([*pip, *sorted(gone.glob("*.whl"))])
+    _isolated([*pip, *sorted(gone.glob("*.whl"))])
     shutil.rmtree(gone)
-    _run([*pip, "--find-links", find_links, "localdemo==1.0+cu130"])
-    _run([*pip, "six==1.16.0", "idna==3.7", "wheel==0.43.0", "setuptools"])
-    _run([*pip, "-e", projects / "editdemo"])
+    _isolated([*pip, "--find-links", find_links, "localdemo==1.0+cu130"])
+    _isolated([*pip, "six==1.16.0", "idna==3.7", "wheel==0.43.0", "setuptools"])
+    _isolated([*pip, "-e", projects / "editdemo"])
     scheme = scheme_paths(python)
     dists = {d.canonical_name: d for d in list_installed(scheme.purelib)}
     return SourceEnv(python, scheme, dists, find_links, projects)
@@ -226,7 +223,7 @@ def test_rebuild_is_byte_identical(source_env: SourceEnv, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_rebuilt_six_holds_what_pypi_serves(source_env: SourceEnv, tmp_path: Path) -> None:
     rebuilt = _rebuild(source_env, "six", tmp_path / "rebuilt")
-    _run([source_env.python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+    _isolated([source_env.python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
           "six==1.16.0", "-d", tmp_path / "pypi", "--index-url", PYPI])  # fmt: skip
     original = tmp_path / "pypi" / rebuilt.name
     with zipfile.ZipFile(rebuilt) as ours, zipfile.ZipFile(original) as theirs:
@@ -288,7 +285,7 @@ def fresh_env(vault: Path, tmp_path_factory: pytest.TempPathFactory) -> SourceEn
     base = tmp_path_factory.mktemp("vault-fresh")
     python = _make_venv(base / "venv")
     names = ["vaultdemo", "editdemo", "localdemo", "six", "idna", "wheel"]
-    _run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", vault, *names])
+    _isolated([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", vault, *names])
     scheme = scheme_paths(python)
     dists = {d.canonical_name: d for d in list_installed(scheme.purelib)}
     return SourceEnv(python, scheme, dists, vault, base)
@@ -323,15 +320,18 @@ def test_vault_wheels_reinstall_the_same_files(
 @pytest.mark.slow
 def test_reinstalled_scripts_headers_and_data(fresh_env: SourceEnv) -> None:
     bin_dir = fresh_env.scheme.scripts
-    assert _run([bin_dir / "vaultdemo-tool"]).strip() == "tool vaultdemo-0.1.0"
-    assert _run([bin_dir / "vaultdemo-cli"]).strip() == "main vaultdemo-0.1.0"
-    assert "0.43.0" in _run([bin_dir / "wheel", "version"])
+    assert _isolated([bin_dir / "vaultdemo-tool"]).strip() == "tool vaultdemo-0.1.0"
+    assert _isolated([bin_dir / "vaultdemo-cli"]).strip() == "main vaultdemo-0.1.0"
+    assert "0.43.0" in _isolated([bin_dir / "wheel", "version"])
     prefix = fresh_env.scheme.data
     headers = list((prefix / "include" / "site").glob("python*/vaultdemo/vaultdemo.h"))
     assert len(headers) == 1
     assert (prefix / "share" / "vaultdemo" / "demo.txt").read_text() == "demo data\n"
     code = "import editdemo, localdemo; print(editdemo.VALUE, localdemo.VALUE)"
-    assert _run([fresh_env.python, "-c", code]).split() == ["editdemo-0.2.0", "localdemo-1.0+cu130"]
+    assert _isolated([fresh_env.python, "-c", code]).split() == [
+        "editdemo-0.2.0",
+        "localdemo-1.0+cu130",
+    ]
     assert not fresh_env.dists["editdemo"].editable
 
 
@@ -418,7 +418,7 @@ def test_a_wheel_lacking_installed_files_is_not_the_original(
 
     project = _make_project(tmp_path / "proj" / "vaultdemo", "vaultdemo", "0.1.0", extras=False)
     find_links = tmp_path / "fl"
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", find_links, project])
+    _isolated([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", find_links, project])
     (lacking,) = find_links.glob("vaultdemo-0.1.0-*.whl")
     dist = source_env.dists["vaultdemo"]
     assert not wheel_matches_install(lacking, dist)
@@ -529,14 +529,14 @@ def test_wheels_all_downloads_originals_from_pypi(source_env: SourceEnv, tmp_pat
 def test_vcs_install_takes_the_original_wheel_from_pips_cache(tmp_path: Path) -> None:
     repo = _make_project(tmp_path / "vcsdemo", "vcsdemo", "0.3.0", extras=False)
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    _run([*git, "init", "-q"])
-    _run([*git, "add", "-A"])
-    _run([*git, "commit", "-q", "-m", "demo"])
-    commit = _run([*git, "rev-parse", "HEAD"]).strip()
+    _isolated([*git, "init", "-q"])
+    _isolated([*git, "add", "-A"])
+    _isolated([*git, "commit", "-q", "-m", "demo"])
+    commit = _isolated([*git, "rev-parse", "HEAD"]).strip()
     python = _make_venv(tmp_path / "venv")
     cache = tmp_path / "pip-cache"
     url = f"git+{repo.as_uri()}@{commit}"
-    _run([python, "-m", "pip", "install", "-q", "--cache-dir", cache, f"{url}#egg=vcsdemo"])
+    _isolated([python, "-m", "pip", "install", "-q", "--cache-dir", cache, f"{url}#egg=vcsdemo"])
     cached = list((cache / "wheels").rglob("vcsdemo-*.whl"))
     assert len(cached) == 1, "pip caches wheels it built from a pinned VCS commit"
 

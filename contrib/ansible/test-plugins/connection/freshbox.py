@@ -1,5 +1,5 @@
 # Test-only connection plugin: runs each command inside a bubblewrap "fresh box"
-# (tests/freshbox.py), so an inventory of local hosts has really separate roots.
+# (tests/support/freshbox.py), so an inventory of local hosts has really separate roots.
 # Not part of the collection: the repro test suite points ANSIBLE_CONNECTION_PLUGINS here.
 
 from __future__ import annotations

@@ -1,6 +1,14 @@
-"""Hostile wheels built here, byte by byte where zipfile would not write them: a raw
-zip writer (local headers and central directory written apart, so that they can
-disagree, alias, overlap or lie about sizes) and the wheel's own metadata around it."""
+"""Wheels for tests: small real projects that pip builds, and hostile wheels built here.
+
+- `pyproject_toml`, `build_wheel`: the one template of a small setuptools project and
+  its build with the real `pip wheel`.
+- Hostile wheels, byte by byte where zipfile would not write them: a raw zip writer
+  (local headers and central directory written apart, so that they can disagree, alias,
+  overlap or lie about sizes) and the wheel's own metadata around it.
+
+The wheel package's own fixtures (a real wheel with scripts, a venv's layout) are in
+tests/wheel/conftest.py.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,36 @@ import base64
 import hashlib
 import stat
 import struct
+import sys
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.run import run
+
+
+def pyproject_toml(
+    name: str, version: str, packages: Sequence[str], *, setuptools: str = "", more: str = ""
+) -> str:
+    """pyproject.toml of a small setuptools project: `packages` by name, `setuptools` more
+    keys of its [tool.setuptools] table, `more` further tables."""
+    listed = ", ".join(f'"{package}"' for package in packages)
+    return (
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'\n[project]\nname = "{name}"\nversion = "{version}"\n'
+        f"\n[tool.setuptools]\npackages = [{listed}]\n{setuptools}" + more
+    )
+
+
+def build_wheel(project: Path, out: Path, *pip_args: str, timeout: float = 600) -> Path:
+    """The wheel `pip wheel --no-deps` builds of `project` into `out`."""
+    before = set(out.glob("*.whl"))
+    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check"]
+    run([*argv, *pip_args, "-w", str(out), str(project)], timeout=timeout)
+    (wheel,) = set(out.glob("*.whl")) - before
+    return wheel
 
 
 def record_row(name: str, data: bytes) -> str:

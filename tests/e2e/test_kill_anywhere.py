@@ -10,9 +10,9 @@ process group, with SIGKILL. The rerun must exit 0, `repro verify TARGET` must p
 and every file of the target (venv, patched files, units, workspace files, the state)
 must be the clean unpack's, byte for byte and mode for mode.
 
-Kill points are named events: `REPRO_TEST_STOP_AT="STEP STATUS"` (a test hook of the
-CLI) makes repro stop itself (SIGSTOP) right after it reports that event, so the kill
-lands exactly there; inside a step that runs an installer the test lets it go on for a
+Kill points are named events: run through `python -m tests.support.stop_at "STEP STATUS"`,
+repro stops itself (SIGSTOP) right after it reports that event, so the kill lands
+exactly there; inside a step that runs an installer the test lets it go on for a
 fraction of the step's duration measured in the clean run, or waits until the
 venv's creator is seen running or the vault installer's first file is. The extraction
 is caught by watching its staging files appear.
@@ -40,14 +40,15 @@ from typing import Literal
 import pytest
 
 from repro._toml import loads as toml_loads
-from tests._venvs import cache_root, find_python
-from tests.conftest import REPO_ROOT, run_repro
+from tests.conftest import REPO_ROOT
 from tests.install.test_unpack import build_local_wheel, build_workspace, pack
+from tests.support.run import run_repro
+from tests.support.stop_at import python_argv
+from tests.support.venvs import cache_root, find_python
 
 pytestmark = pytest.mark.slow
 
 UNPACK_ARGS = ("--cpu", "--no-smoke", "--offline")
-STOP_AT = "REPRO_TEST_STOP_AT"
 # A run's own bookkeeping: the report of the latest run. Python's bytecode caches are
 # not compared (written by whichever interpreter run comes first, with its mtimes).
 NOT_COMPARED = {".repro/unpack-report.json"}
@@ -87,7 +88,7 @@ def _build_bundle(base: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def bundle() -> Iterator[Path]:
-    """Cached in the test cache (see tests/_venvs.py) under a key of repro's code, and
+    """Cached in the test cache (see tests/support/venvs.py) under a key of repro's code, and
     held (a shared flock) while the module runs; bundles of other keys that nobody holds
     are removed."""
     root = cache_root()
@@ -204,20 +205,22 @@ class Killed:
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", STOP_AT)}
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     env.update(extra)
     return env
 
 
-def start_unpack(bundle: Path, target: Path, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "repro", "unpack", str(bundle), "--target", str(target)]
+def start_unpack(
+    bundle: Path, target: Path, log: Path, stop_at: str | None = None
+) -> subprocess.Popen[bytes]:
+    args = ("unpack", str(bundle), "--target", str(target), *UNPACK_ARGS, "-v")
     with log.open("wb") as stderr:
         return subprocess.Popen(
-            [*argv, *UNPACK_ARGS, "-v"],
+            [sys.executable, *python_argv(*args, stop_at=stop_at)],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            env=_env(env),
+            env=_env({}),
             start_new_session=True,  # its own process group, for the group kill
         )
 
@@ -258,13 +261,12 @@ def kill_at(
     durations: dict[str, float],
     log: Path,
 ) -> Killed:
-    env = {STOP_AT: point.event} if point.event else {}
     # A timed point waits a fraction of the step's clean duration; on a machine whose
     # load fell since the clean run the step may end first: the run is then done, not
     # killed, and the point is tried again from nothing with half the wait (the kill
     # must still land inside the step: `landed` is checked by the caller).
     for attempt in range(4):
-        proc = start_unpack(bundle, target, log, **env)
+        proc = start_unpack(bundle, target, log, point.event)
         if point.event is not None:
             wait_stopped(proc, log)
             if point.after is not None:

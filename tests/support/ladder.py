@@ -10,7 +10,7 @@ from pathlib import Path
 
 from repro.ladder import LadderSpec, LaunchSpec, Timeouts
 
-FAKE_SERVER = Path(__file__).resolve().parent / "fake_engine_server.py"
+FAKE_SERVER = Path(__file__).resolve().parent / "doubles" / "engine_server.py"
 
 
 def free_port() -> int:

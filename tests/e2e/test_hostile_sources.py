@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from repro.bundle.manifesttree import write_manifest
-from tests._venvs import find_python
-from tests.conftest import run_repro
 from tests.install.test_unpack import build_workspace, installed, pack
+from tests.support.run import run_repro
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 

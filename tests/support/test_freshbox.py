@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.freshbox import BoxPython, FreshBox, bwrap_available, fresh_box, unit_paths
+from tests.support.freshbox import BoxPython, FreshBox, bwrap_available, fresh_box, unit_paths
 
 CONNECT = """
 import socket, sys

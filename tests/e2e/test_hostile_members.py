@@ -2,8 +2,9 @@
 
 A real `repro pack --wheels all` bundle, one member replaced (its vault.toml entry and
 the manifest updated, so `repro check` passes): a vault wheel that is no sound zip,
-read by the GPU preflight (a GPU is seen through tests/nvsmi.py's test double of
-nvidia-smi); a pylock.toml of wrong types, read by `repro sbom`, `inspect` and `diff`.
+read by the GPU preflight (a GPU is seen through the test double of nvidia-smi,
+tests/support/doubles/nvidia_smi.py); a pylock.toml of wrong types, read by `repro sbom`,
+`inspect` and `diff`.
 Each ends in a clear error naming the file, with an exit code and no traceback.
 """
 
@@ -22,9 +23,9 @@ import pytest
 
 from repro._toml import loads as toml_loads
 from repro.bundle.manifesttree import write_manifest
-from tests.conftest import run_repro
-from tests.nvsmi import fake_nvidia_smi
-from tests.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from tests.e2e.test_hostile_sources import packed  # noqa: F401 - the shared packed bundle
+from tests.support.doubles.nvidia_smi import fake_nvidia_smi
+from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow
 

@@ -13,11 +13,12 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.run import run
 
 RECIPE_VERSION = "1"
 
@@ -79,18 +80,6 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def _run(argv: list[str], log: Path, timeout: float) -> None:
-    with log.open("ab") as out:
-        out.write(("$ " + " ".join(argv) + "\n").encode())
-        out.flush()
-        result = subprocess.run(
-            argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
-        )
-    if result.returncode != 0:
-        tail = log.read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"{argv[:4]} failed with {result.returncode}:\n{tail}")
-
-
 def cached_venv(recipe: VenvRecipe, timeout: float = 1800) -> Path:
     """Build the venv the recipe describes, or return the cached one."""
     root = cache_root()
@@ -104,16 +93,20 @@ def cached_venv(recipe: VenvRecipe, timeout: float = 1800) -> Path:
             shutil.rmtree(venv)
         log = root / f"{recipe.key()}.log"
         log.unlink(missing_ok=True)
-        _run([str(recipe.python), "-m", "venv", str(venv)], log, timeout)
+        run([str(recipe.python), "-m", "venv", str(venv)], log=log, timeout=timeout)
         python = str(venv_python(venv))
         if recipe.requirements:
-            _run(
+            run(
                 [python, "-m", "pip", "install", "--quiet", *recipe.pip_args, *recipe.requirements],
-                log,
-                timeout,
+                log=log,
+                timeout=timeout,
             )
         if recipe.uninstall:
-            _run([python, "-m", "pip", "uninstall", "--yes", *recipe.uninstall], log, timeout)
+            run(
+                [python, "-m", "pip", "uninstall", "--yes", *recipe.uninstall],
+                log=log,
+                timeout=timeout,
+            )
         marker.write_text(json.dumps({"recipe": recipe.name}) + "\n")
     return venv
 
@@ -143,3 +136,21 @@ def python_without_headers(version: str = "3.11") -> Path:
         (root / "lib" / f"python{version}").symlink_to(stdlib)
         marker.write_text("{}\n")
     return python
+
+
+# --- the ladder's targets (their session fixtures are in tests/conftest.py) ---------------
+
+TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk, found through pip's find-links
+TRITON = "triton==3.6.0"
+
+
+def torch_cpu_recipe() -> VenvRecipe:
+    return VenvRecipe("torch-cpu", find_python("3.11"), (TORCH, "numpy"))
+
+
+def torch_triton_recipe() -> VenvRecipe:
+    return VenvRecipe("torch-triton", find_python("3.11"), (TORCH, "numpy", TRITON))
+
+
+def triton_no_headers_recipe() -> VenvRecipe:
+    return VenvRecipe("triton-noheaders", python_without_headers("3.11"), (TRITON, "numpy"))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundles import TOP, archive_tree, make_bundle_tree
 from tests.conftest import REPO_ROOT
-from tests.hostile import CASES, ArchiveMaker
+from tests.support.bundles import TOP, archive_tree, make_bundle_tree
+from tests.support.hostile_archives import CASES, ArchiveMaker
 
 PYENV_310 = (
     Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions/3.10.13/bin/python"

@@ -22,9 +22,9 @@ import pytest
 
 from repro.bundle.vault import ALL_WHEELS_REASON, VaultEntry, dump_vault
 from repro.errors import EXIT_INSTALL
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import run_repro
-from tests.hostilewheels import wheel_files, write_wheel
+from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
+from tests.support.wheels import wheel_files, write_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ import pytest
 
 from repro.config import load_config
 from repro.treeglob import glob_tree
-from tests.conftest import run_repro
-from tests.snapshot.conftest import PYTHON_311, Venv, make_venv, pip, run, write_project
+from tests.snapshot.conftest import PYTHON_311, Venv, make_venv, pip, write_project
+from tests.support.run import run, run_repro
 
 pytestmark = pytest.mark.slow
 

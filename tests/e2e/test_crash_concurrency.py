@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from repro.install.state import STATE_DIR
-from tests.bundles import archive_tree, make_bundle_tree
-from tests.conftest import REPO_ROOT, run_repro, unpacked_venv
+from tests.conftest import REPO_ROOT, unpacked_venv
+from tests.support.bundles import archive_tree, make_bundle_tree
+from tests.support.run import run_repro
+from tests.support.stop_at import python_argv
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +133,7 @@ def test_unpack_into_a_locked_target_is_refused(
         fcntl.flock(fd, fcntl.LOCK_EX)
         proc = run_repro(*unpack_args(bundle, target))
         err = proc.stderr.decode()
-        assert proc.returncode == 1, err
+        assert proc.returncode == 2, err  # the command cannot run now
         assert "another repro process is unpacking here" in err and str(lock) in err
         assert sorted(p.name for p in target.iterdir()) == [STATE_DIR]
         assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no staging left
@@ -160,7 +162,7 @@ def test_two_concurrent_unpacks_end_as_one_run(
     if code == 0:  # it came after the first had finished: nothing left to do
         assert json.loads(second_out)["changed"] is False, err
     else:
-        assert code == 1 and "another repro process is unpacking here" in err, err
+        assert code == 2 and "another repro process is unpacking here" in err, err
     assert end_state(target) == single_run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no staging left
 
@@ -211,10 +213,10 @@ def test_staging_cleanup_keeps_live_runs_and_removes_dead_ones(
     happens to be alive here but whose lock nobody holds, lose theirs."""
     parent = tmp_path / "targets"
     parent.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "REPRO_TEST_STOP_AT": "verify done"}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    args = ("unpack", str(bundle), "--target", str(parent / "a"), "--cpu", "--dry-run")
     live = subprocess.Popen(
-        [sys.executable, "-m", "repro", "unpack", str(bundle), "--target", str(parent / "a"),
-         "--cpu", "--dry-run"],
+        [sys.executable, *python_argv(*args, stop_at="verify done")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     _pid, status = os.waitpid(live.pid, os.WUNTRACED)

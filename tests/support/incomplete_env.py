@@ -8,8 +8,9 @@ uninstalled afterwards.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from tests.support.run import run, run_process
 
 INCOMPLETE = ("requests==2.32.3", "idna==2.4", "python-dateutil==2.9.0.post0", "six==1.16.0")
 UNINSTALLED = ("six",)
@@ -23,27 +24,21 @@ EXPECTED_UNMET = {
 }
 
 
-def _run(argv: list[str]) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 def make_workspace(root: Path, python: Path, *, complete: bool = False) -> Path:
     """`root` holding `.venv`: dependency-incomplete as described above, or (complete)
     requests with all its dependencies."""
     venv = root / ".venv"
-    _run([str(python), "-m", "venv", str(venv)])
+    run([str(python), "-m", "venv", str(venv)])
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
     if complete:
-        _run([*pip, "install", "-q", "requests==2.32.3"])
+        run([*pip, "install", "-q", "requests==2.32.3"])
     else:
-        _run([*pip, "install", "-q", "--no-deps", *INCOMPLETE])
-        _run([*pip, "uninstall", "-q", "-y", *UNINSTALLED])
+        run([*pip, "install", "-q", "--no-deps", *INCOMPLETE])
+        run([*pip, "uninstall", "-q", "-y", *UNINSTALLED])
     return root
 
 
 def pip_check(root: Path) -> str:
     """What the venv's own `pip check` says (exit status left aside)."""
     argv = [str(root / ".venv" / "bin" / "python"), "-m", "pip", "check"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False).stdout
+    return run_process(argv, timeout=120).stdout

@@ -13,7 +13,7 @@ from repro.archive.extract import extract_archive
 from repro.archive.reader import ArchiveLimits
 from repro.archive.writer import DeterministicTarWriter
 from repro.errors import ReproError
-from tests.hostile import CASES, TOP, gz
+from tests.support.hostile_archives import CASES, TOP, gz
 
 MTIME = 1_700_000_000
 MANIFEST_NAMES = ("MANIFEST.sha256", "MANIFEST.sha256.sig")

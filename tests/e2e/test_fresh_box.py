@@ -1,5 +1,5 @@
 """A fresh box for real: a bundle made here is rebuilt inside an isolated root
-(tests/freshbox.py: bubblewrap) where the source workspace's path does not exist, the
+(tests/support/freshbox.py: bubblewrap) where the source workspace's path does not exist, the
 network is unreachable, there is no repro, and the only input is the bundle file.
 
 Two workspaces, both real:
@@ -31,11 +31,11 @@ import pytest
 
 from repro._toml import loads as toml_loads
 from repro.units.command import parse_service
-from tests._venvs import VenvRecipe, cached_venv, find_python, venv_python
-from tests.conftest import run_repro
-from tests.freshbox import FreshBox, fresh_box, unit_paths
 from tests.ladder.test_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
 from tests.snapshot.conftest import PYTHON_312, make_venv, pip
+from tests.support.freshbox import FreshBox, fresh_box, unit_paths
+from tests.support.run import run, run_repro
+from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
 
 pytestmark = pytest.mark.slow
 
@@ -51,12 +51,6 @@ LIST_INSTALLED = (
 # what a new user runs on the box after `tar xf`: offline, no GPU, the ladder left out
 # (sglang cannot run on a CPU); --installer and --json are added per run
 UNPACK_ARGS = ("--offline", "--cpu", "--no-smoke")
-
-
-def _run(argv: list[str], timeout: float = 900) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
-    return result.stdout
 
 
 def _units(ws: Path, venv: Path) -> dict[str, str]:
@@ -117,7 +111,7 @@ class Source:
 
 def _site(python: Path) -> Path:
     script = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    return Path(_run([str(python), "-I", "-c", script]).strip())
+    return Path(run([str(python), "-I", "-c", script], timeout=900).strip())
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +169,7 @@ def exists_in(box: FreshBox, path: str) -> bool:
 
 
 def assert_unit_paths(box: FreshBox, unit: Path, roots: tuple[str, ...]) -> str:
-    """Every path the rendered unit names (tests/freshbox.py: unit_paths) exists inside
+    """Every path the rendered unit names (tests/support/freshbox.py: unit_paths) exists inside
     the box and lies under one of `roots`; no variable is left unfilled. Returns its text."""
     text = unit.read_text()
     assert "${REPRO_" not in text, unit.name
@@ -232,7 +226,7 @@ def assert_deployment(box: FreshBox, target: str, source: Source) -> dict[str, s
 
 
 def _source_set(source: Source) -> dict[str, str]:
-    out = _run([str(source.venv / "bin" / "python"), "-I", "-c", LIST_INSTALLED])
+    out = run([str(source.venv / "bin" / "python"), "-I", "-c", LIST_INSTALLED], timeout=900)
     data: dict[str, str] = json.loads(out)
     return data
 
@@ -365,7 +359,7 @@ def test_installers_give_the_same_venv(
 
 
 def test_bundle_toml_records_the_workspace_layout(dflash: Source) -> None:
-    info = toml_loads(_run(["tar", "xOf", str(dflash.bundle), "dflash-1/bundle.toml"]))
+    info = toml_loads(run(["tar", "xOf", str(dflash.bundle), "dflash-1/bundle.toml"], timeout=900))
     assert info["workspace"] == {"venv": "venv"}
     assert info["source"]["python"].startswith("3.12.")
 

@@ -1,0 +1,1 @@
+"""End-to-end suites: fresh-box round trips, hostile batteries, kills, concurrency."""

@@ -1,0 +1,1 @@
+"""Helpers of the tests, by what they make (CONTRIBUTING.md has the table)."""
