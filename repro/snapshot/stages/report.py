@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from repro.snapshot.facts.requirements import UnmetRequirement
 from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.stages.options import PackOptions, PackResult
 from repro.snapshot.stages.output import Target
 from repro.snapshot.workspace.leftout import LeftOut
+from repro.snapshot.write.bundle import Members
 
 if TYPE_CHECKING:
-    from repro.snapshot.stages.members import Assembled
     from repro.snapshot.stages.scanning import Patched
     from repro.snapshot.stages.vaulting import Vaulted
     from repro.snapshot.stages.workspace import WorkspaceParts
@@ -42,11 +42,23 @@ def pack_report(
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
 
+class AssembledMembers(Protocol):
+    """What the result reads of stage `members`' *Assembled* (a protocol, so that this
+    stage, whose report `members` carries, does not import it back)."""
+
+    @property
+    def members(self) -> Members: ...
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
+    @property
+    def unmet(self) -> tuple[UnmetRequirement, ...]: ...
+
+
 def result(
     options: PackOptions,
     target: Target,
     distributions: int,
-    stages: tuple[Patched, Vaulted, WorkspaceParts, Assembled],
+    stages: tuple[Patched, Vaulted, WorkspaceParts, AssembledMembers],
     size: int,
 ) -> PackResult:
     patched, vaulted, workspace, assembled = stages
