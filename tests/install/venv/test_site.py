@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -50,21 +52,20 @@ def test_startup_files_lists_pth_and_customize_modules(tmp_path: Path) -> None:
 
 def test_run_no_site_errors_name_the_interpreter(tmp_path: Path) -> None:
     with pytest.raises(InstallError) as caught:
-        run_no_site(tmp_path / "python", "pass", what="list its distributions")
-    assert caught.value.message.startswith(f"{tmp_path / 'python'}: cannot list its distributions")
+        run_no_site(tmp_path / "python", ["dirs"], what="list its distributions")
+    assert caught.value.message.startswith(f"cannot run {tmp_path / 'python'} venv_site.py: ")
     with pytest.raises(InstallError) as failed:
-        run_no_site(Path(sys.executable), "raise SystemExit('boom')", what="ask")
-    assert failed.value.message == f"{sys.executable}: cannot ask: boom"
+        run_no_site(Path(sys.executable), ["no-such-question"], what="ask")
+    assert failed.value.message.startswith(f"{sys.executable}: cannot ask: usage: venv_site.py")
 
 
-def test_run_no_site_runs_isolated_without_site() -> None:
-    out = run_no_site(
-        Path(sys.executable),
-        "import sys, os; print(sys.flags.isolated, sys.flags.no_site, 'site' in sys.modules,"
-        " os.environ.get('HOME'))",
-        what="x",
-    )
-    assert out.split() == ["1", "1", "False", "None"]
+def test_run_no_site_answers_without_site_processing() -> None:
+    """`dirs` run with -I -S: the answer holds the interpreter's own site-packages, which
+    site processing did not put on sys.path."""
+    out = run_no_site(Path(sys.executable), ["dirs"], what="list its site-packages")
+    dirs = json.loads(out)
+    assert isinstance(dirs, list)
+    assert sysconfig.get_paths()["purelib"] in dirs
 
 
 def test_an_unreadable_answer_is_an_error(tmp_path: Path) -> None:
