@@ -24,6 +24,7 @@ from repro.bundle.info import (
     load_bundle_info,
 )
 from repro.errors import BundleFormatError
+from tests.support.bundles import MINIMAL_BUNDLE_TOML
 
 FULL = BundleInfo(
     name="sglang-h200",
@@ -80,19 +81,7 @@ FULL = BundleInfo(
     ),
 )
 
-MINIMAL = b"""\
-format_version = 1
-name = "demo"
-version = "1.0"
-created = "2026-01-31T12:00:00Z"
-tool_version = "0.1.0"
-
-[source]
-python = "3.11.7"
-implementation = "cpython"
-platform = "linux-x86_64"
-glibc = "2.36"
-"""
+MINIMAL = MINIMAL_BUNDLE_TOML
 
 
 def test_round_trip_keeps_every_field() -> None:

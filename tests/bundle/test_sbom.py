@@ -18,20 +18,9 @@ from repro.bundle.sbom import manifest_sha256, render_sbom, serial_number
 from repro.bundle.vault import VaultEntry, dump_vault
 from repro.errors import BundleFormatError
 from repro.hashing import sha256_bytes
+from tests.support.bundles import MINIMAL_BUNDLE_TOML
 
-BUNDLE_TOML = b"""\
-format_version = 1
-name = "demo"
-version = "1.0"
-created = "2026-01-31T12:00:00Z"
-tool_version = "0.1.0"
-
-[source]
-python = "3.11.7"
-implementation = "cpython"
-platform = "linux-x86_64"
-glibc = "2.36"
-"""
+BUNDLE_TOML = MINIMAL_BUNDLE_TOML
 W, N1, N2, P, Q = "1" * 64, "2" * 64, "3" * 64, "4" * 64, "5" * 64
 PINS = (Pin("flash-attn", "2.8.3+cu130"), Pin("numpy", "2.1.0"), Pin("torch", "2.9.0"))
 INDEXES = IndexConfig(index_url="https://pypi.org/simple")

@@ -4,13 +4,10 @@ Real bundles (tests/support/bundles.py), the real CLI in a subprocess, a real HT
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import pty
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +16,7 @@ import pytest
 from repro.cli import COMMANDS
 from tests.conftest import REPO_ROOT, read_pty
 from tests.support.bundles import BundlePair, run_cli, tamper
+from tests.support.httpfiles import directory_server
 
 
 def test_every_summary_in_repro_help_is_whole() -> None:
@@ -51,23 +49,11 @@ def test_every_verb_takes_quiet_and_verbose(verb: str) -> None:
     assert "-v, --verbose" in text
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def served(bundle_pair: BundlePair) -> Iterator[str]:
     """bundle A's directory of archives on a local HTTP server: its URL prefix."""
-    handler = functools.partial(_Quiet, directory=str(bundle_pair.a.parent))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with directory_server(bundle_pair.a.parent) as url:
+        yield url
 
 
 LOCAL = {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}

@@ -40,6 +40,20 @@ from tests.support.wheels import build_wheel, pyproject_toml
 NAME = "demo"
 VERSION = "1.0"
 TOP = f"{NAME}-{VERSION}"
+# the smallest valid bundle.toml, as bytes
+MINIMAL_BUNDLE_TOML = b"""\
+format_version = 1
+name = "demo"
+version = "1.0"
+created = "2026-01-31T12:00:00Z"
+tool_version = "0.1.0"
+
+[source]
+python = "3.11.7"
+implementation = "cpython"
+platform = "linux-x86_64"
+glibc = "2.36"
+"""
 
 
 def bundle_info() -> BundleInfo:

@@ -1,19 +1,42 @@
-"""A real HTTP file server on 127.0.0.1 (http.server in a thread) whose misbehaviour
-tests choose: a connection that drops mid-body, Range ignored, If-Range ignored, the
-file replaced between requests. Used by the URL tests of unpack and by test_fetch.
+"""Real HTTP servers on 127.0.0.1 (http.server in a thread): `directory_server`, a
+directory served as it is (a PEP 503 index, a folder of bundles), and `file_server`, one
+file whose misbehaviour tests choose: a connection that drops mid-body, Range ignored,
+If-Range ignored, the file replaced between requests (the URL tests of unpack, test_fetch).
 """
 
 from __future__ import annotations
 
+import functools
 import http.server
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PATH = "/b.tar"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def directory_server(root: Path) -> Iterator[str]:
+    """`root` served by http.server's own file handler: its URL, `http://127.0.0.1:PORT`."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 @dataclass(frozen=True)

@@ -89,9 +89,10 @@ def write_wheel(
     *,
     compression: int = zipfile.ZIP_STORED,
     modes: Mapping[str, int] | None = None,
+    tag: str = "py3-none-any",
 ) -> Path:
     """`members` as a real zip, written by zipfile."""
-    path = directory / f"{name}-{version}-py3-none-any.whl"
+    path = directory / f"{name}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w", compression) as archive:
         for member, data in members.items():
             info = zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0))

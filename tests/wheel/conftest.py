@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -20,7 +19,7 @@ import pytest
 
 from repro.install.venv.vault import RESERVED, describe_interpreter, venv_scheme
 from repro.wheel.scheme import Scheme
-from tests.support.wheels import build_wheel, pyproject_toml
+from tests.support.wheels import build_wheel, pyproject_toml, write_wheel
 
 BUILD_TIMEOUT = 300
 
@@ -129,14 +128,9 @@ def make_wheel(
         members[f"{dist_info}/entry_points.txt"] = entry_points.encode()
     record = record_of(members) + f"{dist_info}/RECORD,,\n".encode()
     members[f"{dist_info}/RECORD"] = record
-    path = directory / f"{name}-{version}-{tag}.whl"
-    with zipfile.ZipFile(path, "w", compression) as archive:
-        for member, data in members.items():
-            info = zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0))
-            info.compress_type = compression
-            info.external_attr = ((modes or {}).get(member, 0o644) | stat.S_IFREG) << 16
-            archive.writestr(info, data)
-    return path
+    return write_wheel(
+        directory, members, name, version, compression=compression, modes=modes, tag=tag
+    )
 
 
 @pytest.fixture()

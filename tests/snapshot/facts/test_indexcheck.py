@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import platform
 import socket
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from repro.snapshot.facts.indexcheck import (
     select_files,
     tags_for,
 )
+from tests.support.httpfiles import directory_server
 
 GLIBC_X86 = InterpreterFacts(
     "cpython", (3, 11), "linux", "x86_64", "linux-x86_64", "glibc", (2, 28)
@@ -189,15 +187,8 @@ def _simple_tree(root: Path) -> Path:
 def http_index(tmp_path: Path) -> Iterator[str]:
     root = tmp_path / "www"
     _simple_tree(root / "simple")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with directory_server(root) as url:
+        yield f"{url}/simple/"
 
 
 def test_check_index_against_a_real_simple_index(http_index: str) -> None:

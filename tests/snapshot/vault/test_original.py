@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import http.server
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +22,7 @@ from repro.snapshot.vault.original import (
     wheel_matches_install,
 )
 from tests.snapshot.conftest import Venv
+from tests.support.httpfiles import directory_server
 from tests.support.wheels import record_row
 
 DEMO = "repro-demo-wheel"
@@ -147,20 +145,8 @@ def simple_index(demo_wheel: Path, tmp_path: Path) -> Iterator[str]:
     )
     (root / "simple" / "index.html").write_text(f'<a href="{DEMO}/">{DEMO}</a>\n')
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    handler = functools.partial(Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with directory_server(root) as url:
+        yield f"{url}/simple/"
 
 
 @pytest.mark.slow
