@@ -12,6 +12,7 @@ import pytest
 
 from repro.bundle.manifesttree import scan_tree, verify_directory, write_manifest
 from repro.errors import InputError, ManifestError
+from tests.support.progress import Recorder
 
 # tests/bundle/test_manifest.py covers the round trip with sha256sum and the common
 # problems; these are the other paths of the walk and of the hashing plan.
@@ -19,18 +20,6 @@ from repro.errors import InputError, ManifestError
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.started: tuple[int, int] | None = None
-        self.advanced: list[int] = []
-
-    def start(self, total_bytes: int, total_files: int) -> None:
-        self.started = (total_bytes, total_files)
-
-    def advance(self, nbytes: int) -> None:
-        self.advanced.append(nbytes)
 
 
 def test_scan_tree_kinds(tmp_path: Path) -> None:
@@ -82,7 +71,7 @@ def test_verify_links_inside_and_outside_and_a_listed_directory(tmp_path: Path) 
     )
     (root / "inside").symlink_to("real")
     (root / "escape").symlink_to(tmp_path / "outside")
-    progress = Progress()
+    progress = Recorder()
     report = verify_directory(root, manifest, jobs=1, on_progress=progress)
     assert report.verified == ("inside", "real")
     assert [(r.path, r.reason.split(",")[0]) for r in report.rejected] == [
@@ -90,7 +79,7 @@ def test_verify_links_inside_and_outside_and_a_listed_directory(tmp_path: Path) 
     ]
     assert [(u.path, u.reason) for u in report.unreadable] == [("d", "is a directory")]
     assert [u.path for u in report.unlisted] == []  # the links are listed, not unlisted
-    assert progress.started == (2, 2)
+    assert progress.started == [(2, 2)]
     assert not report.passed(ignore_missing=True, strict=False)
 
 

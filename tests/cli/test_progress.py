@@ -24,23 +24,10 @@ from repro.archive.extract import extract_archive
 from repro.install.read.bundle import read_bundle
 from repro.snapshot.pack import PackOptions, pack
 from tests.conftest import REPO_ROOT
+from tests.support.progress import Recorder
 from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
-
-
-class Recorder:
-    """A ProgressSink that keeps what it was told."""
-
-    def __init__(self) -> None:
-        self.started: list[tuple[int, int]] = []
-        self.advanced: list[int] = []
-
-    def start(self, total_bytes: int, total_files: int) -> None:
-        self.started.append((total_bytes, total_files))
-
-    def advance(self, nbytes: int) -> None:
-        self.advanced.append(nbytes)
 
 
 def _payload(bundle: Path) -> tuple[int, int]:
