@@ -31,6 +31,7 @@ VAULT_TOML = "env/vault.toml"
 PACK_REPORT = "env/pack-report.json"
 SBOM = "env/sbom.cdx.json"
 WHEELS = "env/wheels"
+KERNELS_TOML = "env/kernels.toml"  # every shared object's GPU code, the kernel sources
 
 # -- patches/: the hand patches to site-packages ---------------------------------------
 PATCHES = "patches"
@@ -46,6 +47,7 @@ SERVICES = "services"
 MODELS = "models"
 FILES = "files"
 TOOL_WHEELS = "tool/wheels"
+KERNELS = "kernels"  # kernels/<dist>/: the source tree of a distribution built here
 
 # The manifest and its signature close an archive; the SBOM describes every other
 # member by digest, so it is written after them and before the manifest.
@@ -96,6 +98,12 @@ def model_file(model: str, filename: str) -> str:
 def carried_file(rel: str) -> str:
     """A workspace file carried under files/, by its path relative to the workspace."""
     return f"{FILES}/{rel}"
+
+
+def kernel_source(dist: str, rel: str = "") -> str:
+    """A file of `dist`'s carried source tree (`rel` relative to its root); the tree's
+    prefix when `rel` is empty."""
+    return f"{KERNELS}/{dist}/{rel}"
 
 
 def under(section: str) -> str:

@@ -1,0 +1,74 @@
+"""A distribution's GPU code judged for a device: native, PTX JIT only, or none.
+
+Every shared object of a distribution that carries GPU code must run on the device for
+the distribution to: its verdict is the worst of its objects' (`repro.gpu.arch`), and the
+object that decides it is the first, by path, with that verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from repro.bundle.kernels import KernelAudit, KernelDistribution
+from repro.gpu.arch import ArchVerdict, Verdict, arch_compatible
+
+_ORDER = {Verdict.PASS: 0, Verdict.WARN: 1, Verdict.FAIL: 2}
+
+# How each verdict reads in a plan of the move.
+WORDS = {Verdict.PASS: "native", Verdict.WARN: "PTX JIT (slow first start)", Verdict.FAIL: "none"}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One distribution on one capability."""
+
+    name: str
+    version: str
+    capability: tuple[int, int]
+    verdict: Verdict
+    deciding: str  # the shared object that decides the verdict
+    detail: ArchVerdict  # that object's verdict, with its message
+    rebuildable: bool  # the bundle carries its source
+
+    @property
+    def words(self) -> str:
+        return WORDS[self.verdict]
+
+
+def judge_distribution(
+    distribution: KernelDistribution, capability: tuple[int, int], *, rebuildable: bool = False
+) -> Judgement:
+    verdicts = [(obj.path, arch_compatible(capability, obj.archs)) for obj in distribution.objects]
+    if not verdicts:
+        raise ValueError(f"{distribution.name} carries no GPU code to judge")
+    worst = max(_ORDER[v.verdict] for _, v in verdicts)
+    path, detail = next((p, v) for p, v in verdicts if _ORDER[v.verdict] == worst)
+    return Judgement(
+        distribution.name,
+        distribution.version,
+        capability,
+        detail.verdict,
+        path,
+        detail,
+        rebuildable,
+    )
+
+
+def judge_audit(
+    audit: KernelAudit, capabilities: Iterable[tuple[int, int]]
+) -> tuple[Judgement, ...]:
+    """Every distribution with GPU code on every capability, by name then capability."""
+    carried = {s.name for s in audit.sources}
+    caps = tuple(dict.fromkeys(capabilities))
+    return tuple(
+        judge_distribution(d, cap, rebuildable=d.name in carried)
+        for d in sorted(audit.distributions, key=lambda d: d.name)
+        if d.objects
+        for cap in caps
+    )
+
+
+def worst(judgements: Iterable[Judgement]) -> Verdict:
+    found = [j.verdict for j in judgements]
+    return max(found, key=lambda v: _ORDER[v]) if found else Verdict.PASS
