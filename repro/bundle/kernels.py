@@ -89,6 +89,7 @@ class KernelSource:
     arch_env: tuple[str, ...] = ARCH_ENV
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the build, sorted
     command: tuple[str, ...] = DEFAULT_COMMAND
+    check: tuple[str, ...] = ()  # the kernels rung's command (argv; `{python}` allowed)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,9 @@ def _load_source(table: Any, where: str) -> KernelSource:
     command = _strings(table.get("command", list(DEFAULT_COMMAND)))
     if not command:
         raise BundleFormatError(f"{where}.command: a non-empty list of strings")
+    check = _strings(table.get("check", []))
+    if check is None:
+        raise BundleFormatError(f"{where}.check: a list of strings")
     return KernelSource(
         name,
         str(table["version"]),
@@ -176,6 +180,7 @@ def _load_source(table: Any, where: str) -> KernelSource:
         arch_env,
         tuple(sorted((str(k), str(v)) for k, v in env.items())),
         command,
+        check,
     )
 
 
@@ -229,6 +234,7 @@ def dump_kernels(audit: KernelAudit) -> bytes:
             "arch_env": list(s.arch_env),
             "env": dict(s.env),
             "command": list(s.command),
+            "check": list(s.check),
         }
         for s in sorted(audit.sources, key=lambda s: s.name)
     ]
