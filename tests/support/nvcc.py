@@ -61,8 +61,18 @@ def toolkit() -> Path:
                 shutil.rmtree(install)
             # one pip call: a second `--target` install into it would skip what exists
             run(
-                [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-                + ["--no-deps", "--target", str(install), *PACKAGES],
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--target",
+                    str(install),
+                    *PACKAGES,
+                ],
                 log=root / f"{install.name}.log",
                 timeout=1800,
             )
@@ -91,8 +101,15 @@ def _check(home: Path) -> None:
     source = probe / "probe.cu"
     source.write_text("#include <cub/cub.cuh>\n" + KERNEL)
     subprocess.run(
-        [str(home / "bin" / "nvcc"), "-c", "-o", str(probe / "probe.o"), str(source)]
-        + ["-gencode", "arch=compute_90,code=sm_90"],
+        [
+            str(home / "bin" / "nvcc"),
+            "-c",
+            "-o",
+            str(probe / "probe.o"),
+            str(source),
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+        ],
         check=True,
         capture_output=True,
         timeout=600,
