@@ -114,7 +114,7 @@ def _plan_command(console: Console, report: InspectReport, plan: GpuPlan, *, as_
         echo_json(document)
     else:
         out = result_console()
-        out.print(_plan_table(report, plan))
+        _print_plan(out, report, plan)
         out.print(f"manifest: {_verdict(report)}")
     code = plan.exit_code
     if not report.verified and code != EXIT_GPU_NO_CODE:
@@ -123,24 +123,28 @@ def _plan_command(console: Console, report: InspectReport, plan: GpuPlan, *, as_
     return code
 
 
-def _plan_table(report: InspectReport, plan: GpuPlan) -> Table:
-    title = report.view.label + ": GPU code on " + ", ".join(t.label for t in plan.targets)
-    table = Table(title=escape(title), title_justify="left")
-    for column in ("distribution", "GPU", "verdict", "decided by", "rebuild there"):
-        table.add_column(column)
-    for target, judgement in plan.judgements:
-        style = _STYLE[judgement.verdict]
-        rebuild = "yes (source carried)" if judgement.rebuildable else "no"
-        table.add_row(
-            escape(f"{judgement.name} {judgement.version}"),
-            escape(target.label),
-            f"[{style}]{escape(judgement.words)}[/]",
-            escape(f"{judgement.deciding}: {judgement.detail.message}"),
-            rebuild if judgement.verdict is not Verdict.PASS else "-",
-        )
+def _print_plan(console: Console, report: InspectReport, plan: GpuPlan) -> None:
+    """One block per distribution with GPU code, one line per GPU: the verdict, the
+    shared object that decides it, and whether the bundle can rebuild it there."""
+    gpus = ", ".join(t.label for t in plan.targets)
+    console.print(escape(f"{report.view.label}: GPU code on {gpus}"), soft_wrap=True)
     if not plan.judgements:
-        table.add_row("(no distribution carries GPU code)", "", "[green]native[/]", "", "-")
-    return table
+        console.print("  no distribution carries GPU code")
+    current = None
+    for target, judgement in plan.judgements:
+        if judgement.name != current:
+            current = judgement.name
+            console.print(escape(f"{judgement.name} {judgement.version}"), soft_wrap=True)
+        style = _STYLE[judgement.verdict]
+        line = (
+            f"  {escape(target.label)}: [{style}]{escape(judgement.words)}[/] "
+            f"({escape(judgement.deciding)}: {escape(judgement.detail.message)})"
+        )
+        if judgement.verdict is not Verdict.PASS:
+            line += "; rebuild there: " + (
+                "yes, the bundle carries its source" if judgement.rebuildable else "no"
+            )
+        console.print(line, soft_wrap=True, highlight=False)
 
 
 def _render(console: Console, report: InspectReport, *, quiet: bool, verbose: bool) -> None:

@@ -10,8 +10,10 @@ the family-specific `f` targets); the install lives under the test cache
 (`tests/support/venvs.py`'s `cache_root`, so `$REPRO_TEST_CACHE`), one directory per pin
 set, made under a lock so parallel workers install it once.
 
-`shared_object(gencodes)` is a real `.so` with a kernel compiled for each `-gencode`,
-cached by nvcc's version and the gencodes, so a rerun compiles nothing.
+`shared_object(archs)` is a real `.so` with a kernel compiled for each entry of an arch
+list (`sm_90a`, `compute_120`), cached by nvcc's version and the gencodes, so a rerun
+compiles nothing; `kernel_wheel` puts such objects into a real platform wheel, for pip to
+install into a test venv.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support.run import run
 from tests.support.venvs import cache_root
+from tests.support.wheels import wheel_files, write_wheel
 
 NVCC_VERSION = "13.5.37"
 PACKAGES = (
@@ -156,3 +159,15 @@ def shared_object(archs: Sequence[str], *, name: str = "kernels") -> Path:
         )
         os.replace(str(library) + ".tmp", library)
     return library
+
+
+def kernel_wheel(out: Path, name: str, version: str, objects: Mapping[str, Sequence[str]]) -> Path:
+    """A real `linux_x86_64` wheel of distribution `name` (package `name` with `-` as
+    `_`) holding, at each path of `objects`, a shared object nvcc built for its archs."""
+    package = name.replace("-", "_")
+    files = {f"{package}/__init__.py": b"VALUE = 1\n"}
+    for path, archs in objects.items():
+        files[path] = shared_object(archs).read_bytes()
+    members = wheel_files(package, version, files, purelib=False)
+    out.mkdir(parents=True, exist_ok=True)
+    return write_wheel(out, members, package, version, tag="py3-none-linux_x86_64")
