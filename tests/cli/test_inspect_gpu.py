@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +62,7 @@ def _object(name: str) -> str:
     return f"{name.replace('-', '_')}/_ops.so"
 
 
-def _workspace(base: Path, dists: dict[str, tuple[str, ...]]) -> Path:
+def _workspace(base: Path, dists: Mapping[str, Sequence[str]]) -> Path:
     wheels = [
         kernel_wheel(base / "wheels", name, "1.0", {_object(name): archs})
         for name, archs in dists.items()
@@ -97,23 +99,20 @@ def plan_pack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str
     return workspace, bundle, err
 
 
-def _plan(bundle: Path, *gpus: str) -> tuple[int, dict[str, object]]:
+def _plan(bundle: Path, *gpus: str) -> tuple[int, dict[str, Any]]:
     argv = [arg for gpu in gpus for arg in ("--gpu", gpu)]
     code, out, err = _repro("inspect", str(bundle), "--json", *argv)
     assert code in (0, 1, 4), err
     document = json.loads(out)
     assert document["verified"] is True
-    plan = document["gpu_plan"]
-    assert isinstance(plan, dict)
+    plan: dict[str, Any] = document["gpu_plan"]
     return code, plan
 
 
 @pytest.mark.parametrize("gpu", GPUS)
 def test_each_verdict_follows_nvidias_rules(table_bundle: Path, gpu: str) -> None:
     code, plan = _plan(table_bundle, gpu)
-    judgements = plan["judgements"]
-    assert isinstance(judgements, list)
-    found = {j["name"]: j for j in judgements}
+    found = {j["name"]: j for j in plan["judgements"]}
     column = GPUS.index(gpu)
     assert {name: j["words"] for name, j in found.items()} == {
         name: row[column] for name, row in EXPECTED.items()
@@ -130,8 +129,8 @@ def test_each_verdict_follows_nvidias_rules(table_bundle: Path, gpu: str) -> Non
 def test_a_product_name_is_its_capability(table_bundle: Path, product: str, gpu: str) -> None:
     _, by_product = _plan(table_bundle, product)
     _, by_number = _plan(table_bundle, gpu)
-    words = [(j["name"], j["words"]) for j in by_product["judgements"]]  # type: ignore[union-attr]
-    assert words == [(j["name"], j["words"]) for j in by_number["judgements"]]  # type: ignore[union-attr]
+    words = [(j["name"], j["words"]) for j in by_product["judgements"]]
+    assert words == [(j["name"], j["words"]) for j in by_number["judgements"]]
     assert by_product["gpus"] == [{"given": product, "capability": gpu}]
 
 
@@ -156,7 +155,7 @@ def test_the_worst_gpu_decides_the_exit_code(plan_pack: tuple[Path, Path, str]) 
 
 
 def test_pack_writes_the_audit_into_the_manifest(plan_pack: tuple[Path, Path, str]) -> None:
-    _, bundle, err = plan_pack
+    bundle = plan_pack[1]
     names = member_names(bundle)
     (top,) = {n.split("/")[0] for n in names}
     assert f"{top}/env/kernels.toml" in names

@@ -50,4 +50,5 @@ def test_parse_gpus_keeps_the_order_and_each_capability_once() -> None:
 
 
 def test_every_product_names_a_capability_nvidia_lists() -> None:
-    assert set(PRODUCTS.values()) <= {(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (10, 3), (12, 0), (12, 1)}
+    listed = {(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (10, 3), (12, 0), (12, 1)}
+    assert set(PRODUCTS.values()) <= listed
