@@ -20,6 +20,7 @@ import pytest
 from repro.bundle.manifesttree import write_manifest
 from tests.snapshot.conftest import PYTHON_311, make_venv, pip
 from tests.support.bundles import member_names
+from tests.support.doubles.nvidia_smi import fake_nvidia_smi
 from tests.support.nvcc import kernel_wheel
 from tests.support.run import run_repro
 
@@ -216,3 +217,27 @@ def test_a_bundle_without_the_audit_exits_2(
     assert code == 2
     assert "has no env/kernels.toml: it was packed by a repro older than" in " ".join(err.split())
     shutil.rmtree(top)
+
+
+@pytest.mark.parametrize(("capability", "code"), [("10.3", 1), ("9.0", 0)])
+def test_unpack_preflight_judges_the_audit_on_the_box(
+    plan_pack: tuple[Path, Path, str], tmp_path: Path, capability: str, code: int
+) -> None:
+    """The box's GPU from tests/support/doubles/nvidia_smi.py (a test double: this
+    machine has no GPU); the dry run stops after the preflight."""
+    env = {"VIRTUAL_ENV": None, **fake_nvidia_smi(tmp_path / "double", capability, "13.0")}
+    target = tmp_path / "target"
+    argv = ("unpack", str(plan_pack[1]), "--target", str(target), "--dry-run", "--offline")
+    result = run_repro(*argv, "--json", env=env)
+    err = " ".join(result.stderr.decode().split())
+    assert result.returncode == code, err
+    if code:
+        assert "gpu 0 k-plan: NVIDIA Test Double GPU: k-plan 1.0 on GPU 0: none" in err
+        assert "nothing was installed" in err
+    else:
+        checks = {c["name"]: c for c in json.loads(result.stdout)["preflight"]["checks"]}
+        assert checks["gpu 0 kernels"]["status"] == "pass"
+        assert checks["gpu 0 kernels"]["detail"].endswith(
+            "native code in 1 distribution(s): k-plan"
+        )
+    assert not target.exists()
