@@ -216,6 +216,27 @@ class UnreadableWheel(ReproError):
     exit_code = EXIT_INVALID
 
 
+# The plan of a move to another GPU (`repro inspect --gpu`) exits 0 all native, 1 some
+# distribution runs by PTX JIT only, 4 some has no code: a deliberate exception to the
+# table above (README.md's exit codes), given here once.
+EXIT_GPU_PTX_ONLY = EXIT_INVALID
+EXIT_GPU_NO_CODE = 4
+
+
+class NoKernelAudit(InputError):
+    """A bundle without env/kernels.toml (packed by a repro before the audit) asked what
+    its GPU code runs on (`repro inspect --gpu`)."""
+
+    exit_code = EXIT_USAGE
+
+
+class GpuCodeMissing(VerificationError):
+    """`repro pack --require-gpu ARCH`: some distribution has no code for that GPU and the
+    bundle does not carry its source; nothing was written."""
+
+    exit_code = EXIT_INVALID
+
+
 # -- the smoke ladder's server rung (repro.ladder) --------------------------------------------
 
 

@@ -296,6 +296,18 @@ def test_the_table_in_readme_is_the_one_tested() -> None:
         assert rows and meaning in rows[0].lower(), (code, rows)
 
 
+def test_the_gpu_plan_exception_is_in_readme() -> None:
+    """`repro inspect --gpu` exits 0 native, 1 PTX only, 4 none, 2 no audit: a deliberate
+    exception to the table, stated under it (tests/cli/test_inspect_gpu.py runs them)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = " ".join(readme.split())
+    assert "One deliberate exception: `repro inspect BUNDLE --gpu ARCH`" in text
+    assert "exits 0 when every distribution has native code there, 1 when" in text
+    assert "4 when some has no code at all, and 2 for a bundle packed before the audit" in text
+    assert (errors.EXIT_GPU_PTX_ONLY, errors.EXIT_GPU_NO_CODE) == (1, 4)
+    assert errors.NoKernelAudit.exit_code == USAGE
+
+
 # --- the one hierarchy: every error class in repro/errors.py, each with its own code ---------
 
 REPRO = Path(__file__).resolve().parent.parent / "repro"

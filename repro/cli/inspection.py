@@ -17,11 +17,28 @@ from repro.cli._common import (
     verbosity_options,
 )
 from repro.cli._terminal import echo, echo_content
-from repro.errors import EXIT_INVALID, EXIT_OK
-from repro.verbs.inspection import InspectReport, copy_member, inspect_bundle
+from repro.errors import EXIT_GPU_NO_CODE, EXIT_INVALID, EXIT_OK
+from repro.gpu.arch import Verdict
+from repro.gpu.targets import parse_gpus
+from repro.verbs.inspection import GpuPlan, InspectReport, copy_member, gpu_plan, inspect_bundle
+
+INSPECT_EPILOG = """\b
+Exit codes:
+  0  the manifest verifies (--gpu: and every distribution has native code there)
+  1  it does not (everything is still shown); --gpu: some distribution runs there
+     only by the driver's PTX JIT (slow first start)
+  2  the bundle cannot be read; --gpu: it has no env/kernels.toml (an older repro)
+  4  --gpu: some distribution has no code at all for a GPU asked about
+"""
+
+_STYLE = {Verdict.PASS: "green", Verdict.WARN: "yellow", Verdict.FAIL: "bold red"}
 
 
-@click.command("inspect", short_help="Show what a bundle holds and whether it verifies.")
+@click.command(
+    "inspect",
+    short_help="Show what a bundle holds and whether it verifies.",
+    epilog=INSPECT_EPILOG,
+)
 @click.argument("bundle")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--patches", "show_patches", is_flag=True, help="Also print the patch diffs.")
@@ -31,6 +48,15 @@ from repro.verbs.inspection import InspectReport, copy_member, inspect_bundle
     metavar="PATH",
     help="Print the bytes of one member (e.g. env/environment.json) to stdout.",
 )
+@click.option(
+    "--gpu",
+    "gpus",
+    multiple=True,
+    metavar="ARCH",
+    help="Plan a move: judge every distribution's GPU code for this GPU (sm_103, 10.3, "
+    "sm_120a, B300, H200, 'RTX PRO 6000'; repeatable). Exit 0 native, 1 PTX JIT only, "
+    "4 no code.",
+)
 @jobs_option
 @verbosity_options
 def inspect_command(
@@ -38,6 +64,7 @@ def inspect_command(
     as_json: bool,
     show_patches: bool,
     member: str | None,
+    gpus: tuple[str, ...],
     jobs: int | None,
     quiet: bool,
     verbose: bool,
@@ -51,9 +78,12 @@ def inspect_command(
     not (everything is still shown); 2: the bundle cannot be read.
     """
     console = diagnostic_console()
+    targets = parse_gpus(gpus)
     if member is not None:
-        if as_json or show_patches:
-            raise click.UsageError("--file prints raw bytes; it takes no --json or --patches")
+        if as_json or show_patches or targets:
+            raise click.UsageError(
+                "--file prints raw bytes; it takes no --json, --patches or --gpu"
+            )
         copied = copy_member(bundle, member, sys.stdout.buffer)
         if not copied.verified:
             why = "is not in the manifest" if copied.expected is None else "does not match"
@@ -61,6 +91,8 @@ def inspect_command(
             return EXIT_INVALID
         return EXIT_OK
     report = inspect_bundle(bundle, jobs=jobs)
+    if targets:
+        return _plan_command(console, report, gpu_plan(report.view, targets), as_json=as_json)
     if as_json:
         document = report.to_json()
         if show_patches:
@@ -71,6 +103,48 @@ def inspect_command(
         if show_patches:
             _print_diffs(report)
     return EXIT_OK if report.verified else EXIT_INVALID
+
+
+def _plan_command(console: Console, report: InspectReport, plan: GpuPlan, *, as_json: bool) -> int:
+    """The plan of a move on stdout; its exit code, or 1 for a manifest that does not
+    verify (unless some distribution has no code: 4 says more)."""
+    if as_json:
+        document = report.to_json()
+        document["gpu_plan"] = plan.to_json()
+        echo_json(document)
+    else:
+        out = result_console()
+        _print_plan(out, report, plan)
+        out.print(f"manifest: {_verdict(report)}")
+    code = plan.exit_code
+    if not report.verified and code != EXIT_GPU_NO_CODE:
+        console.print("[bold red]warning:[/] the bundle does not verify (see above)")
+        code = EXIT_INVALID
+    return code
+
+
+def _print_plan(console: Console, report: InspectReport, plan: GpuPlan) -> None:
+    """One block per distribution with GPU code, one line per GPU: the verdict, the
+    shared object that decides it, and whether the bundle can rebuild it there."""
+    gpus = ", ".join(t.label for t in plan.targets)
+    console.print(escape(f"{report.view.label}: GPU code on {gpus}"), soft_wrap=True)
+    if not plan.judgements:
+        console.print("  no distribution carries GPU code")
+    current = None
+    for target, judgement in plan.judgements:
+        if judgement.name != current:
+            current = judgement.name
+            console.print(escape(f"{judgement.name} {judgement.version}"), soft_wrap=True)
+        style = _STYLE[judgement.verdict]
+        line = (
+            f"  {escape(target.label)}: [{style}]{escape(judgement.words)}[/] "
+            f"({escape(judgement.deciding)}: {escape(judgement.detail.message)})"
+        )
+        if judgement.verdict is not Verdict.PASS:
+            line += "; rebuild there: " + (
+                "yes, the bundle carries its source" if judgement.rebuildable else "no"
+            )
+        console.print(line, soft_wrap=True, highlight=False)
 
 
 def _render(console: Console, report: InspectReport, *, quiet: bool, verbose: bool) -> None:

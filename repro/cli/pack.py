@@ -22,6 +22,7 @@ from repro.cli._common import (
 from repro.cli._progress import hash_progress
 from repro.cli._terminal import echo
 from repro.errors import EXIT_OK
+from repro.gpu.targets import parse_gpus
 from repro.snapshot.pack import PackOptions, PackResult, pack
 
 PACK_EPILOG = """\b
@@ -33,7 +34,8 @@ Example:
 \b
 Exit codes:
   0  packed
-  1  the environment cannot be packed as it is (see the message)
+  1  the environment cannot be packed as it is (see the message); --require-gpu:
+     a distribution has no code for that GPU (nothing written)
   2  usage error, unreadable input, an -o repro cannot write
 """
 
@@ -100,6 +102,22 @@ Exit codes:
     is_flag=True,
     help="Write a CycloneDX SBOM of the bundle into it as env/sbom.cdx.json (`repro sbom`).",
 )
+@click.option(
+    "--gpu",
+    "gpus",
+    multiple=True,
+    metavar="ARCH",
+    help="A GPU the bundle is meant for (sm_103, 10.3, B300; repeatable): warn for each "
+    "distribution with no native code for it (docs/kernels.md).",
+)
+@click.option(
+    "--require-gpu",
+    "require_gpus",
+    multiple=True,
+    metavar="ARCH",
+    help="As --gpu, but fail before writing when a distribution has no code at all for "
+    "it and the bundle does not carry its source (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @verbosity_options
 def pack_command(
@@ -119,6 +137,8 @@ def pack_command(
     sign: Path | None,
     import_modules: bool | None,
     sbom: bool,
+    gpus: tuple[str, ...],
+    require_gpus: tuple[str, ...],
     as_json: bool,
     quiet: bool,
     verbose: bool,
@@ -151,6 +171,8 @@ def pack_command(
         sign=sign,
         import_modules=import_modules,
         sbom=sbom,
+        gpus=parse_gpus(gpus),
+        require_gpus=parse_gpus(require_gpus),
     )
 
     def progress(message: str) -> None:

@@ -72,3 +72,15 @@ def judge_audit(
 def worst(judgements: Iterable[Judgement]) -> Verdict:
     found = [j.verdict for j in judgements]
     return max(found, key=lambda v: _ORDER[v]) if found else Verdict.PASS
+
+
+def describe(judgement: Judgement, label: str) -> str:
+    """`flash-attn 2.8.3 on B300 (10.3): none (flash_attn_2_cuda.so: ...)`: one line of a
+    plan, for a warning or a preflight check; `label` names the GPU as the user gave it."""
+    line = (
+        f"{judgement.name} {judgement.version} on {label}: {judgement.words} "
+        f"({judgement.deciding}: {judgement.detail.message})"
+    )
+    if judgement.verdict is not Verdict.PASS and judgement.rebuildable:
+        line += "; the bundle carries its source, so it can be rebuilt there"
+    return line

@@ -15,11 +15,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from repro.bundle import layout
+from repro.bundle.kernels import KernelAudit
 from repro.errors import PreflightError, UnreadableWheel
 from repro.gpu.arch import Verdict, arch_compatible
+from repro.gpu.audit import describe as describe_judgement
+from repro.gpu.audit import judge_audit
 from repro.gpu.cubin import inspection_budget, wheel_archs
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.interpreter import run_target_script
@@ -49,6 +53,11 @@ class PreflightInputs:
     target: Path
     cpu: bool = False
     python: Path | None = None
+    # env/kernels.toml: every distribution's GPU code (None: a bundle packed before it)
+    kernels: KernelAudit | None = None
+    # --rebuild-kernels: a distribution with no code for a GPU here whose source the
+    # bundle carries is rebuilt after the install unless "never"
+    rebuild_kernels: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -190,7 +199,13 @@ def check_gpus(inputs: PreflightInputs, inventory: GpuInventory) -> list[Check]:
             )
     else:
         checks.append(Check("gpu", "pass", f"{len(inventory.gpus)} GPU(s); no torch arch list"))
+    audited: set[str] = set()
+    if inputs.kernels is not None:
+        audited = {d.name for d in inputs.kernels.distributions}
+        checks += _audit_checks(inputs.kernels, inventory, inputs.rebuild_kernels)
     for wheel in inputs.vault_wheels:
+        if canonicalize_name(wheel.name.split("-", 1)[0]) in audited:
+            continue  # judged by the audit, from the files it was made of
         try:
             found = wheel_archs(wheel, shown=layout.wheel(wheel.name))
         except UnreadableWheel as exc:
@@ -222,6 +237,50 @@ def check_gpus(inputs: PreflightInputs, inventory: GpuInventory) -> list[Check]:
                     hint=None
                     if verdict.verdict is Verdict.PASS
                     else f"rebuild {wheel.name} with code for this GPU's architecture",
+                )
+            )
+    return checks
+
+
+def _audit_checks(audit: KernelAudit, inventory: GpuInventory, rebuild: str) -> list[Check]:
+    """Each distribution of the audit on each GPU: one line per one not native there,
+    and one line naming those that are. No code, but the source carried (and the
+    rebuild not refused): a warning, since the rebuild after the install makes it."""
+    checks: list[Check] = []
+    for gpu in inventory.gpus:
+        natives = []
+        for judgement in judge_audit(audit, (gpu.capability,)):
+            if judgement.verdict is Verdict.PASS:
+                natives.append(judgement.name)
+                continue
+            status: Status = judgement.verdict.value
+            detail = f"{gpu.name}: " + describe_judgement(judgement, f"GPU {gpu.index}")
+            hint: str | None = (
+                f"install a {judgement.name} built with code for this GPU's architecture, "
+                "or pack it with its source ([kernels.<dist>] source in repro.toml) so "
+                "unpack rebuilds it here"
+            )
+            if judgement.verdict is Verdict.FAIL and judgement.rebuildable and rebuild != "never":
+                status = "warn"
+                detail = (
+                    f"{gpu.name}: {judgement.name} {judgement.version} has no code for it "
+                    f"({judgement.deciding}); rebuilt from the carried source after the install"
+                )
+                hint = None
+            elif judgement.rebuildable and judgement.verdict is Verdict.FAIL:
+                hint = "the bundle carries its source: without --rebuild-kernels never, it "
+                hint += "is rebuilt here"
+            elif judgement.rebuildable:
+                hint = "the bundle carries its source: --rebuild-kernels always rebuilds it "
+                hint += "with native code for this GPU"
+            checks.append(Check(f"gpu {gpu.index} {judgement.name}", status, detail, hint))
+        if natives:
+            checks.append(
+                Check(
+                    f"gpu {gpu.index} kernels",
+                    "pass",
+                    f"{gpu.name}: native code in {len(natives)} distribution(s): "
+                    + ", ".join(natives),
                 )
             )
     return checks

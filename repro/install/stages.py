@@ -48,6 +48,7 @@ from repro.install.options import Events, UnpackOptions
 from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
 from repro.install.read.contents import (
     custom_vault_wheels,
+    kernel_audit,
     pack_facts,
     vault_entries,
     vault_hashes,
@@ -108,6 +109,7 @@ def preflight_inputs(
         target=target,
         cpu=options.cpu,
         python=options.python,
+        kernels=kernel_audit(bundle_dir),
     )
 
 

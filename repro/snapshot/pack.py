@@ -17,7 +17,16 @@ from pathlib import Path
 
 from repro.bundle.manifest import ProgressSink
 from repro.errors import NotAsRecorded
-from repro.snapshot.stages import locks, members, output, probe, report, scanning, vaulting
+from repro.snapshot.stages import (
+    kernels,
+    locks,
+    members,
+    output,
+    probe,
+    report,
+    scanning,
+    vaulting,
+)
 from repro.snapshot.stages import workspace as workspace_stage
 from repro.snapshot.stages.info import venv_place
 from repro.snapshot.stages.options import (
@@ -90,6 +99,8 @@ def _pack(
             start, facts, selected.selection, target, defer=defer, stack=stack, say=say
         )
         patched = scanning.patches(start, facts, scanned, temp)
+        # before anything is written: --require-gpu fails the pack here
+        audited = kernels.audit(start, facts, sources=(), say=say)
         vaulted = vaulting.plan(start, env, selected, scanned.report, patched.carriers, target, say)
         parts = workspace_stage.gather(start, facts, env)
         locked = locks.locks(start, probed, env, selected, vaulted)
@@ -100,6 +111,7 @@ def _pack(
             target,
             scanned.report,
             (patched, vaulted, locked, parts),
+            kernels=audited,
             temp=temp,
             say=say,
         )

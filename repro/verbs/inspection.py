@@ -15,11 +15,21 @@ from repro.archive.reader import iter_members
 from repro.bundle import layout
 from repro.bundle.environment import EnvironmentFacts, ModuleProbe
 from repro.bundle.info import ModelRef
+from repro.bundle.limits import PARSED_LIMIT
 from repro.bundle.manifest import MANIFEST_NAME, parse_manifest
 from repro.bundle.stream import open_archive
 from repro.bundle.vault import VaultEntry
 from repro.diffapply import count_diff_lines
-from repro.errors import InputError
+from repro.errors import (
+    EXIT_GPU_NO_CODE,
+    EXIT_GPU_PTX_ONLY,
+    EXIT_OK,
+    InputError,
+    NoKernelAudit,
+)
+from repro.gpu.arch import Verdict
+from repro.gpu.audit import Judgement, judge_audit, worst
+from repro.gpu.targets import GpuTarget
 from repro.hashing import CHUNK_SIZE
 from repro.snapshot.facts.modulefiles import probed_by_import
 from repro.verbs.check import TargetKind, classify_target
@@ -242,3 +252,72 @@ def _copy_from_directory(root: Path, rel: str, out: BinaryIO) -> MemberCopy:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     out.flush()
     return MemberCopy(rel, size, digest, _expected_digest(manifest, rel, str(root / MANIFEST_NAME)))
+
+
+# --- the plan of a move to other GPUs (--gpu) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """Every distribution with GPU code judged on every GPU asked about."""
+
+    targets: tuple[GpuTarget, ...]
+    judgements: tuple[tuple[GpuTarget, Judgement], ...]  # by distribution, then GPU
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(j for _, j in self.judgements)
+
+    @property
+    def exit_code(self) -> int:
+        """0 all native, 1 some PTX JIT only, 4 some with no code (docs/kernels.md)."""
+        return {
+            Verdict.PASS: EXIT_OK,
+            Verdict.WARN: EXIT_GPU_PTX_ONLY,
+            Verdict.FAIL: EXIT_GPU_NO_CODE,
+        }[self.verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpus": [
+                {"given": t.given, "capability": f"{t.capability[0]}.{t.capability[1]}"}
+                for t in self.targets
+            ],
+            "verdict": self.verdict.value,
+            "judgements": [
+                {
+                    "name": j.name,
+                    "version": j.version,
+                    "gpu": t.given,
+                    "capability": f"{j.capability[0]}.{j.capability[1]}",
+                    "verdict": j.verdict.value,
+                    "words": j.words,
+                    "deciding": j.deciding,
+                    "matched": j.detail.matched,
+                    "detail": j.detail.message,
+                    "rebuildable": j.rebuildable,
+                }
+                for t, j in self.judgements
+            ],
+        }
+
+
+def gpu_plan(view: BundleView, targets: tuple[GpuTarget, ...]) -> GpuPlan:
+    """The bundle's env/kernels.toml judged on `targets`; `NoKernelAudit` for a bundle
+    packed before the audit (or whose audit was too large to read)."""
+    audit = view.kernels
+    if audit is None:
+        if layout.KERNELS_TOML in view.members:
+            raise NoKernelAudit(
+                f"{view.target}: {layout.KERNELS_TOML} is larger than repro reads "
+                f"({PARSED_LIMIT >> 20} MiB): its GPU code cannot be judged"
+            )
+        raise NoKernelAudit(
+            f"{view.target}: has no {layout.KERNELS_TOML}: it was packed by a repro older "
+            "than the GPU code audit, so what its shared objects run on is not recorded",
+            hint="pack it again with this repro; `repro unpack` still judges the vault's "
+            "wheels on the target's GPU",
+        )
+    by_cap = {t.capability: t for t in targets}
+    judged = judge_audit(audit, by_cap)
+    return GpuPlan(targets, tuple((by_cap[j.capability], j) for j in judged))

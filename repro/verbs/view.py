@@ -22,10 +22,12 @@ from repro.archive.reader import iter_members
 from repro.bundle import layout
 from repro.bundle.environment import EnvironmentFacts, facts_from_dict
 from repro.bundle.info import BundleInfo, SourceInfo, load_bundle_info, source_info
+from repro.bundle.kernels import KernelAudit, load_kernels
 from repro.bundle.layout import (
     BUNDLE_TOML,
     ENVIRONMENT,
     FILES,
+    KERNELS_TOML,
     MODELS,
     PATCHES,
     PATCHES_TOML,
@@ -53,6 +55,7 @@ PARSED = frozenset(
         BUNDLE_TOML,
         ENVIRONMENT,
         VAULT_TOML,
+        KERNELS_TOML,
         PATCHES_TOML,
         layout.REQUIREMENTS_LOCK,
         layout.PYLOCK,
@@ -91,6 +94,8 @@ class BundleView:
     manifest_problem: str | None = None  # why there is no check report
     # members that would be kept but for the budget (MemberBudget): their text unknown
     not_kept: frozenset[str] = frozenset()
+    # env/kernels.toml: every distribution's GPU code; None: packed before the audit
+    kernels: KernelAudit | None = None
 
     @property
     def is_bundle(self) -> bool:
@@ -285,6 +290,9 @@ def _from_collected(target: str, kind: ViewKind, collected: _Collected) -> Bundl
     vault: tuple[VaultEntry, ...] = ()
     if VAULT_TOML in contents:
         vault = load_vault(contents[VAULT_TOML], source=f"{target}:{VAULT_TOML}")
+    kernels = None
+    if KERNELS_TOML in contents:
+        kernels = load_kernels(contents[KERNELS_TOML], source=f"{target}:{KERNELS_TOML}")
     check: CheckReport | None = None
     problem: str | None = None
     if collected.manifest is None:
@@ -312,6 +320,7 @@ def _from_collected(target: str, kind: ViewKind, collected: _Collected) -> Bundl
         check=check,
         manifest_problem=problem,
         not_kept=frozenset(collected.budget.dropped),
+        kernels=kernels,
     )
 
 

@@ -1,9 +1,7 @@
-"""Architecture detection on real shared objects built with nvcc (no GPU needed)."""
+"""Architecture detection on real shared objects built by nvcc from PyPI (no GPU needed)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -16,47 +14,25 @@ from repro.gpu.cubin import (
     inspection_budget,
     wheel_archs,
 )
-
-KERNEL = """
-__global__ void add(float* x) { x[threadIdx.x] += 1.0f; }
-extern "C" void launch(float* x) { add<<<1, 32>>>(x); }
-"""
+from tests.support.nvcc import shared_object
 
 CASES = {
-    "generic_and_ptx": (
-        ["arch=compute_80,code=sm_80", "arch=compute_90,code=compute_90"],
-        {"sm_80", "compute_90"},
-    ),
-    "arch_specific": (["arch=compute_90a,code=sm_90a"], {"sm_90a"}),
-    "family_specific": (["arch=compute_100f,code=sm_100f"], {"sm_100f"}),
-    "blackwell_consumer": (["arch=compute_120,code=sm_120"], {"sm_120"}),
+    # (the arch list nvcc builds for, what the fatbin then holds)
+    "generic_and_ptx": (("sm_80", "compute_90"), {"sm_80", "compute_90"}),
+    "arch_specific": (("sm_90a",), {"sm_90a"}),
+    "family_specific": (("sm_100f",), {"sm_100f"}),
+    "blackwell_consumer": (("sm_120",), {"sm_120"}),
+    "b300": (("sm_103a", "compute_120"), {"sm_103a", "compute_120"}),
 }
 
 
-def _nvcc() -> str:
-    tool = shutil.which("nvcc")
-    if tool is None:
-        pytest.fail("nvcc is expected on this machine (CUDA 13 toolkit at /usr/local/cuda-13.0)")
-    return tool
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    nvcc = _nvcc()
-    root = tmp_path_factory.mktemp("cubin")
-    source = root / "k.cu"
-    source.write_text(KERNEL)
-    out = {}
-    for name, (gencodes, _) in CASES.items():
-        library = root / f"lib{name}.so"
-        argv = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(library), str(source)]
-        for gencode in gencodes:
-            argv += ["-gencode", gencode]
-        subprocess.run(argv, check=True, capture_output=True, timeout=300)
-        out[name] = library
-    return out
+def built() -> dict[str, Path]:
+    """Real shared objects from PyPI's nvcc (tests/support/nvcc.py), cached."""
+    return {name: shared_object(archs) for name, (archs, _) in CASES.items()}
 
 
+@pytest.mark.slow  # nvcc installed from PyPI on first use
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_elf_archs_of_nvcc_output(built: dict[str, Path], name: str) -> None:
     assert elf_archs(built[name]) == CASES[name][1]
@@ -72,6 +48,7 @@ def test_host_only_library_has_no_archs(tmp_path: Path) -> None:
     assert elf_archs(tmp_path / "empty.so") == set()
 
 
+@pytest.mark.slow
 def test_wheel_archs_reads_every_shared_object(built: dict[str, Path], tmp_path: Path) -> None:
     wheel = tmp_path / "kern-1.0+cu130-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
@@ -81,6 +58,7 @@ def test_wheel_archs_reads_every_shared_object(built: dict[str, Path], tmp_path:
     assert wheel_archs(wheel) == WheelArchs(frozenset({"sm_90a", "sm_80", "compute_90"}))
 
 
+@pytest.mark.slow
 def test_wheel_archs_does_not_extract_a_deflate_bomb(
     built: dict[str, Path], tmp_path: Path
 ) -> None:

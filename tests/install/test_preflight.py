@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from repro.bundle.info import BundleInfo
+from repro.bundle.kernels import KernelAudit, KernelDistribution, KernelObject, KernelSource
 from repro.gpu.info import GpuInventory, parse_query
 from repro.install.preflight import (
     Check,
@@ -27,6 +28,7 @@ from repro.install.preflight import (
 )
 from tests.support.bundles import bundle_info
 from tests.support.doubles.nvidia_smi import h200_listing
+from tests.support.nvcc import kernel_wheel
 
 GiB = 2**30
 RUNNING = platform.python_version()
@@ -329,3 +331,70 @@ def test_the_report_lists_every_check_and_force_turns_failures_into_warnings(
     assert forced.failed == ()
     assert [c.status for c in forced.checks] == ["pass", *["warn"] * 9, "pass"]
     assert [c.detail for c in forced.checks] == [c.detail for c in report.checks]
+
+
+# --- every distribution of env/kernels.toml, on each GPU of the box -----------------------
+
+AUDIT = KernelAudit(
+    (
+        KernelDistribution("a-native", "1", (KernelObject("a/x.so", ("sm_90",)),)),
+        KernelDistribution("b-ptx", "1", (KernelObject("b/x.so", ("compute_80",)),)),
+        KernelDistribution("c-none", "1", (KernelObject("c/x.so", ("sm_100", "sm_120")),)),
+        KernelDistribution("d-src", "2", (KernelObject("d/lib/y.so.1", ("sm_120",)),)),
+        KernelDistribution("e-native", "1", (KernelObject("e/x.so", ("sm_90a",)),)),
+    ),
+    (KernelSource("d-src", "2", "tree", "/src/d", 3, 300),),
+)
+
+
+def _audit_checks(tmp_path: Path, rebuild: str) -> dict[str, Check]:
+    inputs = dataclasses.replace(
+        inputs_for(info_with(), tmp_path), kernels=AUDIT, rebuild_kernels=rebuild
+    )
+    checks = check_gpus(inputs, h200s(1))
+    return {c.name: c for c in checks}
+
+
+def test_each_distribution_not_native_gets_a_line_and_the_natives_one(tmp_path: Path) -> None:
+    checks = _audit_checks(tmp_path, "auto")
+    assert sorted(checks) == ["gpu", "gpu 0 b-ptx", "gpu 0 c-none", "gpu 0 d-src", "gpu 0 kernels"]
+    assert checks["gpu 0 kernels"] == Check(
+        "gpu 0 kernels", "pass", "NVIDIA H200: native code in 2 distribution(s): a-native, e-native"
+    )
+    ptx = checks["gpu 0 b-ptx"]
+    assert ptx.status == "warn"
+    assert ptx.detail.startswith(
+        "NVIDIA H200: b-ptx 1 on GPU 0: PTX JIT (slow first start) (b/x.so:"
+    )
+    none = checks["gpu 0 c-none"]
+    assert none.status == "fail" and "none (c/x.so: 9.0 (sm_90): no code" in none.detail
+    assert none.hint is not None and "[kernels.<dist>] source" in none.hint
+    carried = checks["gpu 0 d-src"]
+    assert carried == Check(
+        "gpu 0 d-src",
+        "warn",
+        "NVIDIA H200: d-src 2 has no code for it (d/lib/y.so.1); rebuilt from the carried "
+        "source after the install",
+    )
+
+
+def test_rebuild_never_leaves_the_carried_distribution_failing(tmp_path: Path) -> None:
+    carried = _audit_checks(tmp_path, "never")["gpu 0 d-src"]
+    assert carried.status == "fail" and "none (d/lib/y.so.1:" in carried.detail
+    assert carried.hint is not None and "--rebuild-kernels never" in carried.hint
+    assert _audit_checks(tmp_path, "always")["gpu 0 d-src"].status == "warn"
+
+
+@pytest.mark.slow
+def test_vault_wheels_are_read_only_for_distributions_the_audit_lacks(tmp_path: Path) -> None:
+    """An older bundle's vault wheel (no audit) is read as before; a wheel of a
+    distribution the audit judged is not read again (a damaged one would fail)."""
+    wheel = kernel_wheel(tmp_path / "w", "k-old", "1.0", {"k_old/_x.so": ("sm_80",)})
+    damaged = tmp_path / "w" / "a_native-1-py3-none-linux_x86_64.whl"
+    damaged.write_bytes(b"not a zip")
+    base = dataclasses.replace(inputs_for(info_with(), tmp_path), vault_wheels=(wheel, damaged))
+    with_audit = {c.name: c for c in check_gpus(dataclasses.replace(base, kernels=AUDIT), h200s(1))}
+    assert with_audit["gpu 0 k_old-1.0-py3-none-linux_x86_64.whl"].status == "fail"
+    assert not any("a_native" in name for name in with_audit)
+    without = {c.name: c for c in check_gpus(base, h200s(1))}
+    assert without["gpu archs a_native-1-py3-none-linux_x86_64.whl"].status == "fail"

@@ -15,6 +15,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from repro.bundle import layout
+from repro.bundle.kernels import KernelAudit, load_kernels
 from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.bundle.vault import VaultEntry, load_vault
@@ -37,6 +38,7 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     if patches.is_file():
         load_patchset(patches.read_bytes(), source=f"{where}: {layout.PATCHES_TOML}")
     custom_vault_wheels(bundle_dir)
+    kernel_audit(bundle_dir)
     pack_facts(bundle_dir)
     check_units(bundle_dir, where=where)
 
@@ -75,6 +77,14 @@ def pack_facts(bundle_dir: Path) -> PackFacts:
             f"{name}: key 'unmet_requirements' must be a list, not {type(unmet).__name__}"
         )
     return PackFacts(installed_bytes=size, unmet=len(unmet))
+
+
+def kernel_audit(bundle_dir: Path) -> KernelAudit | None:
+    """env/kernels.toml, checked; None for a bundle packed before the audit."""
+    path = layout.at(bundle_dir, layout.KERNELS_TOML)
+    if not path.is_file():
+        return None
+    return load_kernels(path.read_bytes(), source=layout.KERNELS_TOML)
 
 
 def vault_entries(bundle_dir: Path) -> tuple[VaultEntry, ...]:

@@ -28,6 +28,7 @@ from repro.snapshot.facts.requirements import UnmetRequirement, describe_unmet
 from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.scan.patches import CollectedPatch
 from repro.snapshot.stages import info as info_stage
+from repro.snapshot.stages.kernels import Kernels
 from repro.snapshot.stages.locks import Locks
 from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import SUFFIX, Target
@@ -64,12 +65,14 @@ def assemble(
     scan: ScanReport,
     stages: tuple[Patched, Vaulted, Locks, WorkspaceParts],
     *,
+    kernels: Kernels,
     temp: Path,
     say: Progress,
 ) -> Assembled:
     """All members, from the results of the stages before (`scan` only for its counts)."""
     patched, vaulted, locks, workspace = stages
     warnings = [*patched.warnings, *vaulted.warnings, *workspace.warnings, *locks.warnings]
+    warnings += kernels.warnings
     unmet = env.unmet.result()
     unmet_warning = describe_unmet(unmet)
     if unmet_warning is not None:
@@ -81,6 +84,8 @@ def assemble(
     for rel, data in locks.members.items():
         members.add(rel, data)
     members.add(layout.ENVIRONMENT, facts.to_json().encode())
+    for rel, data in kernels.members().items():
+        members.add(rel, data)
     _add_patches(members, patched.patches)
     _add_workspace(members, workspace, start.options.source)
 

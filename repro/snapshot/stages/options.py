@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.archive.common import Compression
+from repro.gpu.targets import GpuTarget
 from repro.snapshot.facts.requirements import UnmetRequirement
 from repro.snapshot.vault.build import WheelsMode
 
@@ -40,6 +41,10 @@ class PackOptions:
     # [env] import_modules, default False: read the key modules from their files
     import_modules: bool | None = None
     sbom: bool = False  # a CycloneDX SBOM of the bundle as env/sbom.cdx.json
+    # the GPUs the bundle is meant for (repro.gpu.targets.parse_gpus): --gpu warns for each
+    # distribution not native there, --require-gpu fails before writing where one has none
+    gpus: tuple[GpuTarget, ...] = ()
+    require_gpus: tuple[GpuTarget, ...] = ()
 
 
 @dataclass(frozen=True)
