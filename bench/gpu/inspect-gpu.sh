@@ -30,15 +30,19 @@ tar xOf "$bundle" --wildcards '*/env/kernels.toml' > "$out/kernels.toml"
 echo "distributions with GPU code: $(grep -c '^name = ' "$out/kernels.toml")"
 for gpu in H200 B300 B200 "RTX PRO 6000" 8.6; do
     tag=$(echo "$gpu" | tr ' .' '__')
-    t=$(now); "$repro" inspect "$bundle" --gpu "$gpu" > "$out/inspect-$tag.txt" 2>&1
+    { echo "== repro inspect BUNDLE --gpu '$gpu'"; } >> "$out/inspect.txt"
+    t=$(now); "$repro" inspect "$bundle" --gpu "$gpu" >> "$out/inspect.txt" 2>&1
     rc=$?; T[inspect_$tag]=$(ms_since $t)
-    echo "inspect --gpu '$gpu': exit $rc"; echo "$rc" > "$out/inspect-$tag.rc"
-    "$repro" inspect "$bundle" --gpu "$gpu" --json > "$out/inspect-$tag.json" 2>/dev/null
+    echo "exit $rc" >> "$out/inspect.txt"
+    echo "inspect --gpu '$gpu': exit $rc"
     "$repro" pack "$ws" --wheels none -o "/tmp/bundles/req-$tag.tar" --require-gpu "$gpu" \
-        > "$out/require-$tag.txt" 2>&1
-    rc=$?; echo "pack --require-gpu '$gpu': exit $rc, output $(ls /tmp/bundles/req-$tag.tar 2>/dev/null || echo none)"
+        > /tmp/require.txt 2>&1
+    rc=$?
+    { echo "== repro pack --require-gpu '$gpu': exit $rc, output $(ls /tmp/bundles/req-$tag.tar 2>/dev/null || echo none)"
+      grep -v '^pack: ' /tmp/require.txt; } >> "$out/require.txt"
+    echo "pack --require-gpu '$gpu': exit $rc"
 done
-t=$(now); "$repro" unpack "$bundle" --target /tmp/planned --dry-run --json > "$out/dry-run.json" 2> "$out/dry-run.err"
+t=$(now); "$repro" unpack "$bundle" --target /tmp/planned --dry-run --json > "$out/dry-run.json"
 echo "unpack --dry-run exit $?"; T[dry_run]=$(ms_since $t)
 nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader
 write_times

@@ -36,12 +36,45 @@ class Judgement:
         return WORDS[self.verdict]
 
 
+# Shared objects whose `.nv_fatbin` is not where their kernels are: the library keeps
+# them elsewhere and loads them itself at run time, so the section does not decide where
+# it runs. Seen on the GPU host (bench/results/gpu-h200-2026-12-04-inspect): the
+# 286 MB libcufft.so.12 of nvidia-cufft 12.0 holds one 672-byte fatbin with an sm_75
+# cubin (cuobjdump agrees) and runs on sm_90. Matched by file name up to `.so`.
+SELF_LOADING = ("libcufft", "libcufftw")
+
+
+def self_loading(path: str) -> bool:
+    """The object loads its kernels itself: its fatbin's architectures decide nothing."""
+    base = path.rsplit("/", 1)[-1]
+    return base.split(".so", 1)[0] in SELF_LOADING
+
+
 def judge_distribution(
     distribution: KernelDistribution, capability: tuple[int, int], *, rebuildable: bool = False
 ) -> Judgement:
-    verdicts = [(obj.path, arch_compatible(capability, obj.archs)) for obj in distribution.objects]
-    if not verdicts:
+    if not distribution.objects:
         raise ValueError(f"{distribution.name} carries no GPU code to judge")
+    judged = [o for o in distribution.objects if not self_loading(o.path)]
+    if not judged:
+        first = distribution.objects[0]
+        detail = ArchVerdict(
+            Verdict.PASS,
+            capability,
+            None,
+            f"{first.path} loads its kernels itself at run time; its .nv_fatbin "
+            f"({', '.join(first.archs)}) does not decide where it runs",
+        )
+        return Judgement(
+            distribution.name,
+            distribution.version,
+            capability,
+            Verdict.PASS,
+            first.path,
+            detail,
+            rebuildable,
+        )
+    verdicts = [(obj.path, arch_compatible(capability, obj.archs)) for obj in judged]
     worst = max(_ORDER[v.verdict] for _, v in verdicts)
     path, detail = next((p, v) for p, v in verdicts if _ORDER[v.verdict] == worst)
     return Judgement(

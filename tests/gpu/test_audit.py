@@ -75,3 +75,40 @@ def test_describe_names_the_gpu_the_object_and_the_rebuild() -> None:
     assert line.endswith("the bundle carries its source, so it can be rebuilt there")
     native = judge_distribution(DIST, (10, 3))
     assert "rebuilt" not in describe(native, "B300 (10.3)")
+
+
+# nvidia-cufft 12.0's libcufft.so.12 as the GPU host's audit read it: one sm_75 cubin in
+# its .nv_fatbin, the kernels kept elsewhere and loaded by cuFFT itself; it runs on sm_90.
+CUFFT = KernelDistribution(
+    "nvidia-cufft", "12.0.0.61", (KernelObject("nvidia/cu13/lib/libcufft.so.12", ("sm_75",)),)
+)
+
+
+@pytest.mark.parametrize("capability", [(9, 0), (10, 3), (12, 0)])
+def test_a_library_that_loads_its_kernels_itself_is_not_judged_by_its_fatbin(
+    capability: tuple[int, int],
+) -> None:
+    judged = judge_distribution(CUFFT, capability)
+    assert judged.verdict is Verdict.PASS
+    assert judged.deciding == "nvidia/cu13/lib/libcufft.so.12"
+    assert "loads its kernels itself" in judged.detail.message
+
+
+def test_the_other_objects_of_its_distribution_are_still_judged() -> None:
+    mixed = KernelDistribution(
+        "nvidia-cufft",
+        "12.0.0.61",
+        (*CUFFT.objects, KernelObject("nvidia/cu13/lib/libother.so.1", ("sm_80",))),
+    )
+    judged = judge_distribution(mixed, (9, 0))
+    assert judged.verdict is Verdict.FAIL
+    assert judged.deciding == "nvidia/cu13/lib/libother.so.1"
+
+
+def test_only_cufft_by_name_is_self_loading() -> None:
+    from repro.gpu.audit import self_loading
+
+    assert self_loading("nvidia/cu13/lib/libcufft.so.12")
+    assert self_loading("nvidia/cufft/lib/libcufftw.so.11")
+    assert not self_loading("nvidia/cu13/lib/libcufile.so.0")
+    assert not self_loading("torch/lib/libtorch_cuda.so")
