@@ -159,7 +159,7 @@ def test_venv_and_python_are_exclusive(tmp_path: Path) -> None:
     assert "env.python: 'venv/bin' is a directory" in str(caught.value)
 
 
-_VALID = "the rungs are python, torch, triton, nccl, engine, server"
+_VALID = "the rungs are python, torch, triton, kernels, nccl, engine, server"
 
 
 @pytest.mark.parametrize(

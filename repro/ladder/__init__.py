@@ -4,6 +4,7 @@ from repro.ladder.registry import RUNG_NAMES, RUNGS, Rung
 from repro.ladder.runner import parse_rungs, run_ladder
 from repro.ladder.types import (
     AppliedPatch,
+    KernelCheck,
     LadderReport,
     LadderSpec,
     LaunchSpec,
@@ -16,6 +17,7 @@ __all__ = [
     "RUNGS",
     "RUNG_NAMES",
     "AppliedPatch",
+    "KernelCheck",
     "LadderReport",
     "LadderSpec",
     "LaunchSpec",

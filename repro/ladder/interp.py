@@ -1,4 +1,5 @@
-"""Run a rung script with the target's interpreter, in its own process group."""
+"""Run a rung script with the target's interpreter (or a command of the bundle), in its
+own process group."""
 
 from __future__ import annotations
 
@@ -68,19 +69,32 @@ def run_script(
 ) -> ScriptRun:
     """Run ``python <script> args`` with output to a log; kill its whole group at the end."""
     argv = [str(python), str(script_path(script)), *args]
+    return run_command(argv, timeout=timeout, env=env)
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ScriptRun:
+    """Run ``argv`` in ``cwd`` (None: this process's) in a session of its own, output to
+    a log; kill its whole group at the end, also when it ran past ``timeout``."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as log:
         try:
             process = subprocess.Popen(
-                argv,
+                list(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=dict(os.environ if env is None else env),
+                cwd=cwd,
                 start_new_session=True,
             )
         except OSError as exc:
-            message = f"cannot run {python}: {exc.strerror or exc}"
+            message = f"cannot run {argv[0]}: {exc.strerror or exc}"
             return ScriptRun(127, None, (message,), time.monotonic() - started)
         returncode: int | None
         try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from repro.ladder.kernels import kernels_rung
 from repro.ladder.rungs import engine_rung, nccl_rung, python_rung, torch_rung, triton_rung
 from repro.ladder.server import server_rung
 from repro.ladder.types import LadderSpec, RungContext, RungResult, RungScript
@@ -52,6 +53,12 @@ RUNGS: tuple[Rung, ...] = (
     ),
     Rung(
         "triton", triton_rung, "triton, a C compiler, Python.h", RungScript("rung_triton.py", 300)
+    ),
+    # its deadline is the spec's Timeouts.kernel_check, per check command
+    Rung(
+        "kernels",
+        kernels_rung,
+        "a kernel source with a check command (env/kernels.toml), not --cpu",
     ),
     Rung("nccl", nccl_rung, "two or more GPUs, not --cpu", RungScript("rung_nccl.py", 300)),
     Rung("engine", engine_rung, "sglang, vllm or patched files", RungScript("rung_engine.py", 600)),

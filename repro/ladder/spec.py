@@ -1,6 +1,8 @@
-"""Build a LadderSpec from a bundle directory (bundle.toml, patches/patches.toml).
+"""Build a LadderSpec from a bundle directory (bundle.toml, patches/patches.toml,
+env/kernels.toml).
 
-Both files are read by the bundle's own loaders (repro.bundle.info, repro.bundle.patchset),
+Each file is read by the bundle's own loader (repro.bundle.info, repro.bundle.patchset,
+repro.bundle.kernels),
 so the ladder takes what pack wrote and refuses what unpack and check refuse.
 """
 
@@ -13,11 +15,19 @@ from pathlib import Path
 
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, LaunchCommand, load_bundle_info
+from repro.bundle.kernels import load_kernels
 from repro.bundle.patchset import load_patchset
 from repro.errors import BundleFormatError, InputError, PortNotANumber
 from repro.ladder import registry
 from repro.ladder.registry import in_ladder_order, unknown_rungs
-from repro.ladder.types import ENGINES, AppliedPatch, LadderSpec, LaunchSpec, Timeouts
+from repro.ladder.types import (
+    ENGINES,
+    AppliedPatch,
+    KernelCheck,
+    LadderSpec,
+    LaunchSpec,
+    Timeouts,
+)
 from repro.ladder.variables import fill_variables
 from repro.servecmd import serve_command
 from repro.units.command import parse_service
@@ -126,6 +136,16 @@ def patched_files(bundle_dir: Path) -> tuple[AppliedPatch, ...]:
     )
 
 
+def kernel_checks(bundle_dir: Path) -> tuple[KernelCheck, ...]:
+    """The kernel sources env/kernels.toml lists, each with its check command (empty:
+    none); none without that file."""
+    path = layout.at(bundle_dir, layout.KERNELS_TOML)
+    if not path.exists():
+        return ()
+    audit = load_kernels(_read(path), source=str(path))
+    return tuple(KernelCheck(source.name, source.check) for source in audit.sources)
+
+
 def spec_from_bundle_dir(
     bundle_dir: Path,
     python: Path,
@@ -138,10 +158,12 @@ def spec_from_bundle_dir(
     log_dir: Path | None = None,
     variables: Mapping[str, str] | None = None,
 ) -> LadderSpec:
-    """Read bundle.toml's [source], [launch] and [ladder], and patches/patches.toml.
+    """Read bundle.toml's [source], [launch] and [ladder], patches/patches.toml and
+    env/kernels.toml.
 
     `variables` fills ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS} in the launch
-    commands (argv, shell, env, cwd) with the target's paths."""
+    commands (argv, shell, env, cwd) with the target's paths; ${REPRO_HOME} is also
+    where the kernel checks run."""
     path = layout.at(bundle_dir, layout.BUNDLE_TOML)
     info = load_bundle_info(_read(path), source=str(path))
     launches = [
@@ -167,6 +189,8 @@ def spec_from_bundle_dir(
         timeouts=chosen_timeouts,
         keep_going=keep_going,
         log_dir=log_dir,
+        kernels=kernel_checks(bundle_dir),
+        home=Path(variables["REPRO_HOME"]) if variables and "REPRO_HOME" in variables else None,
     )
 
 

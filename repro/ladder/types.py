@@ -55,13 +55,24 @@ class LaunchSpec:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """The server rung's deadlines, in seconds; server_ready is the readiness deadline.
-    (The other rungs' script timeouts are in repro.ladder.registry.RUNGS.)"""
+    """The server rung's deadlines, in seconds; server_ready is the readiness deadline;
+    kernel_check: how long one kernel check command may run (the kernels rung). (The other
+    rungs' script timeouts are in repro.ladder.registry.RUNGS.)"""
 
     server_ready: float = 900
     probe: float = 5
     generation: float = 120
     grace: float = 15
+    kernel_check: float = 600
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """A kernel source the bundle carries (env/kernels.toml's `[[sources]]`) and its
+    check command, which the kernels rung runs in the target."""
+
+    dist: str
+    argv: tuple[str, ...]  # empty: none; `{python}` stands for the target's interpreter
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class LadderSpec:
     timeouts: Timeouts = field(default_factory=Timeouts)
     keep_going: bool = False
     log_dir: Path | None = None  # where the server log goes; a temp dir if None
+    kernels: tuple[KernelCheck, ...] = ()  # the bundle's kernel sources, with their checks
+    home: Path | None = None  # ${REPRO_HOME}: the kernel checks' directory; None: this one
 
 
 @dataclass(frozen=True)

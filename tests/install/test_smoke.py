@@ -30,11 +30,11 @@ P, F, S = RungStatus.PASS, RungStatus.FAIL, RungStatus.SKIP
         ),
         (
             [_r(n, P) for n in registry.RUNG_NAMES[:-1]] + [_r("server", S, "no launch")],
-            "python, torch, triton, nccl, engine passed; server skipped: no launch",
+            "python, torch, triton, kernels, nccl, engine passed; server skipped: no launch",
         ),
         (
             [_r("python", P), _r("torch", P)],
-            "python, torch passed; not run: triton, nccl, engine, server",
+            "python, torch passed; not run: triton, kernels, nccl, engine, server",
         ),
         ([], "no rung passed; not run: " + ", ".join(registry.RUNG_NAMES)),
     ],
@@ -48,5 +48,7 @@ def test_smoke_result_json_of_a_real_ladder() -> None:
     result = SmokeResult(report.ok, verdict(report.results), report)
     document = json.loads(json.dumps(result.to_json()))
     assert document["passed"] is True
-    assert document["summary"] == "python passed; not run: torch, triton, nccl, engine, server"
+    assert document["summary"] == (
+        "python passed; not run: torch, triton, kernels, nccl, engine, server"
+    )
     assert document["ladder"]["rungs"][0]["name"] == "python"

@@ -420,11 +420,11 @@ def test_smoke_step_is_run_and_recorded(
     assert smoke_step["status"] == "done"
     assert "smoke" in state(target)["done"]
     rungs = {r["name"]: (r["status"], r["summary"]) for r in report["smoke"]["ladder"]["rungs"]}
-    assert list(rungs) == ["python", "torch", "triton", "nccl", "engine", "server"]
+    assert list(rungs) == ["python", "torch", "triton", "kernels", "nccl", "engine", "server"]
     assert rungs["python"][0] == "pass"
     assert rungs["engine"] == ("pass", "2 patched file(s) verified")
     assert rungs["torch"] == ("skip", "torch is not installed in this environment")
-    assert {rungs[name][0] for name in ("triton", "nccl", "server")} == {"skip"}
+    assert {rungs[name][0] for name in ("triton", "kernels", "nccl", "server")} == {"skip"}
     assert report["smoke"]["summary"].startswith("python, engine passed; torch skipped")
 
 

@@ -22,8 +22,16 @@ from repro.snapshot.workspace.discovery import discover_workspace, render_repro_
 from tests.ladder.test_spec import HEADER, write_bundle
 
 
-def test_the_ladder_is_the_six_rungs_in_order() -> None:
-    assert registry.RUNG_NAMES == ("python", "torch", "triton", "nccl", "engine", "server")
+def test_the_ladder_is_the_seven_rungs_in_order() -> None:
+    assert registry.RUNG_NAMES == (
+        "python",
+        "torch",
+        "triton",
+        "kernels",
+        "nccl",
+        "engine",
+        "server",
+    )
 
 
 def test_every_rung_script_is_shipped_and_every_shipped_script_is_a_rungs() -> None:
@@ -58,7 +66,7 @@ def test_a_rung_added_to_the_registry_is_known_everywhere(
         ("python", RungStatus.PASS),
         ("again", RungStatus.PASS),
     ]
-    assert verdict(report.results).endswith("not run: torch, triton, nccl, engine, server")
+    assert verdict(report.results).endswith("not run: torch, triton, kernels, nccl, engine, server")
 
     (tmp_path / CONFIG_NAME).write_text('[ladder]\nrungs = ["again"]\n')
     assert load_config(tmp_path).ladder.rungs == ("again",)

@@ -64,7 +64,7 @@ def test_unknown_rung_names_are_refused_at_pack(venv: Venv, tmp_path: Path) -> N
     err = proc.stderr.decode()
     assert f"{venv.root.parent / 'repro.toml'}: ladder.rungs: unknown rung(s)" in err, err
     assert "'import', 'cuda', 'generate'" in err
-    assert "the rungs are python, torch, triton, nccl, engine, server" in err
+    assert "the rungs are python, torch, triton, kernels, nccl, engine, server" in err
     assert not list(tmp_path.glob("*.tar"))
 
 
