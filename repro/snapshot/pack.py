@@ -17,7 +17,16 @@ from pathlib import Path
 
 from repro.bundle.manifest import ProgressSink
 from repro.errors import NotAsRecorded
-from repro.snapshot.stages import locks, members, output, probe, report, scanning, vaulting
+from repro.snapshot.stages import (
+    kernelsources,
+    locks,
+    members,
+    output,
+    probe,
+    report,
+    scanning,
+    vaulting,
+)
 from repro.snapshot.stages import workspace as workspace_stage
 from repro.snapshot.stages.info import venv_place
 from repro.snapshot.stages.options import (
@@ -85,6 +94,8 @@ def _pack(
         facts = probed.facts
         target = output.target(start.options, start.config, facts)
         env = probe.environment(start, facts, background)
+        # before the long part: a [kernels.<dist>] of repro.toml that names nothing fails here
+        carried = kernelsources.kernel_sources(start, env, say)
         selected = vaulting.select(start, env, temp, background)
         scanned = scanning.scan(
             start, facts, selected.selection, target, defer=defer, stack=stack, say=say
@@ -100,6 +111,7 @@ def _pack(
             target,
             scanned.report,
             (patched, vaulted, locked, parts),
+            sources=carried,
             temp=temp,
             say=say,
         )
@@ -108,7 +120,9 @@ def _pack(
         size = members.write(assembled, target, start, progress=writing, say=say)
         cache.commit()
     stages = (patched, vaulted, parts, assembled)
-    return report.result(start.options, target, len(facts.distributions), stages, size)
+    return report.result(
+        start.options, target, len(facts.distributions), stages, size, sources=carried
+    )
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from repro.snapshot.facts.requirements import UnmetRequirement, describe_unmet
 from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.scan.patches import CollectedPatch
 from repro.snapshot.stages import info as info_stage
+from repro.snapshot.stages.kernelsources import KernelSources, interim_kernels_toml
 from repro.snapshot.stages.locks import Locks
 from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import SUFFIX, Target
@@ -64,12 +65,14 @@ def assemble(
     scan: ScanReport,
     stages: tuple[Patched, Vaulted, Locks, WorkspaceParts],
     *,
+    sources: KernelSources,
     temp: Path,
     say: Progress,
 ) -> Assembled:
     """All members, from the results of the stages before (`scan` only for its counts)."""
     patched, vaulted, locks, workspace = stages
     warnings = [*patched.warnings, *vaulted.warnings, *workspace.warnings, *locks.warnings]
+    warnings += sources.warnings
     unmet = env.unmet.result()
     unmet_warning = describe_unmet(unmet)
     if unmet_warning is not None:
@@ -83,6 +86,7 @@ def assemble(
     members.add(layout.ENVIRONMENT, facts.to_json().encode())
     _add_patches(members, patched.patches)
     _add_workspace(members, workspace, start.options.source)
+    _add_kernel_sources(members, sources, env)
 
     source_mtime = members.newest_mtime(generated=(temp, start.cache_dir))
     epoch = source_date_epoch(default=max(source_mtime, info_stage.record_mtime(facts)))
@@ -93,7 +97,13 @@ def assemble(
     # the canonical name, never -o's: the archive's bytes do not depend on -o
     bundle_file = f"{info.top_dir}{SUFFIX[target.compression]}"
     reproduce = info_stage.reproduce_facts(
-        info, facts, bundle_file, vaulted.report, patched.patches, workspace
+        info,
+        facts,
+        bundle_file,
+        vaulted.report,
+        patched.patches,
+        workspace,
+        kernel_sources=sources.described(),
     )
     members.add(layout.REPRODUCE, render_reproduce(reproduce).encode())
     wheel_pythons = [env.tool_python]
@@ -175,6 +185,15 @@ def _add_workspace(members: Members, workspace: WorkspaceParts, source: Path) ->
             members.add(layout.model_file(ref.name, filename), path)
     for path in workspace.carried:
         members.add(layout.carried_file(path.relative_to(source).as_posix()), path)
+
+
+def _add_kernel_sources(members: Members, sources: KernelSources, env: Environment) -> None:
+    """kernels/<dist>/: each carried tree, its files' executable bits kept (a build's
+    scripts); env/kernels.toml with their `[[sources]]`. The audit's stage writes that
+    member at the merge, given `sources.sources`: then only the trees are added here."""
+    for rel, path in sources.members().items():
+        members.add(rel, path, executable=bool(path.stat().st_mode & 0o100))
+    members.add(layout.KERNELS_TOML, interim_kernels_toml(sources, env))
 
 
 def _add_sbom(members: Members) -> None:
