@@ -12,13 +12,15 @@ fatbin holds sm_90.
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import tomllib
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from repro import _toml
 from repro.gpu.cubin import elf_archs
 from repro.install.preflight import PreflightInputs
 from tests.support.cudalib import write_cudalib
@@ -79,16 +81,20 @@ def packed(tmp_path_factory: pytest.TempPathFactory) -> Packed:
 
 
 def _environ() -> dict[str, str]:
-    import os
-
     return dict(os.environ)
 
 
 def _members(bundle: Path) -> list[str]:
-    import tarfile
-
     with tarfile.open(bundle) as archive:
         return [m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile()]
+
+
+def _member(bundle: Path, rel: str) -> str:
+    with tarfile.open(bundle) as archive:
+        name = next(n for n in archive.getnames() if n.split("/", 1)[-1] == rel)
+        extracted = archive.extractfile(name)
+        assert extracted is not None
+        return extracted.read().decode()
 
 
 def test_pack_carries_the_source(packed: Packed) -> None:
@@ -101,8 +107,9 @@ def test_pack_carries_the_source(packed: Packed) -> None:
         "kernels/cudalib/pyproject.toml",
         "kernels/cudalib/setup.py",
     ]
-    result = run_repro("inspect", str(packed.bundle), "--json")
-    del result  # inspect's view of env/kernels.toml belongs to the audit's tests
+    sources = _toml.loads(_member(packed.bundle, "env/kernels.toml"))["sources"]
+    assert [(s["name"], s["kind"], s["files"]) for s in sources] == [("cudalib", "tree", 4)]
+    assert "cudalib 0.1.0: 4 files" in _member(packed.bundle, "REPRODUCE.md")
 
 
 def test_unpack_rebuilds_for_the_gpu_here(packed: Packed, tmp_path: Path) -> None:
@@ -130,7 +137,7 @@ def test_unpack_rebuilds_for_the_gpu_here(packed: Packed, tmp_path: Path) -> Non
     assert "sm_90" in elf_archs(so)
     log = target / ".repro" / "kernels" / "cudalib" / "build.log"
     assert log.is_file() and "CUDAARCHS=90" in log.read_text()
-    state = tomllib.loads((target / ".repro" / "state.toml").read_text())
+    state = _toml.loads((target / ".repro" / "state.toml").read_text())
     rebuilt = state["facts"]["kernels"]["rebuilt"]
     assert [(r["name"], r["version"], r["archs"]) for r in rebuilt] == [
         ("cudalib", "0.1.0", ["sm_90"])

@@ -58,6 +58,8 @@ def write_cudalib(root: Path) -> Path:
     (root / "cudalib" / "__init__.py").write_text('"""cudalib: one CUDA kernel."""\n')
     (root / "setup.py").write_text(SETUP)
     (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools", "wheel"]\nbuild-backend = "setuptools.build_meta"\n'
+        "[build-system]\n"
+        'requires = ["setuptools", "wheel"]\n'
+        'build-backend = "setuptools.build_meta"\n'
     )
     return root
