@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from repro import _toml
 from repro.archive.tarformat import uncarried_name
 from repro.bundle import layout
 from repro.bundle.info import MAX_TIMEOUT_S
+from repro.bundle.kernels import DEFAULT_COMMAND, PLACEHOLDERS
 from repro.errors import ConfigError
 from repro.treeglob import glob_tree, matched_entries
 
@@ -96,6 +100,18 @@ class LadderSection:
 
 
 @dataclass(frozen=True)
+class KernelRecipe:
+    """`[kernels.<dist>]`: where a distribution built here has its source, and how the
+    target rebuilds it (repro.bundle.kernels' defaults where a key is not given)."""
+
+    source: Path | None = None  # absolute; None: found from the dist's direct_url.json
+    arch_env: tuple[str, ...] = ()  # variables besides ARCH_ENV that take the arch list
+    env: tuple[tuple[str, str], ...] = ()  # the build's extra environment, sorted
+    command: tuple[str, ...] = DEFAULT_COMMAND
+    check: tuple[str, ...] = ()  # the kernels rung's command
+
+
+@dataclass(frozen=True)
 class Config:
     source: Path
     path: Path | None  # None when the workspace has no repro.toml
@@ -107,6 +123,7 @@ class Config:
     files: FilesSection = FilesSection()
     launch: LaunchSection = LaunchSection()
     ladder: LadderSection = LadderSection()
+    kernels: Mapping[str, KernelRecipe] = field(default_factory=dict)  # by canonical name
 
 
 class _Checker:
@@ -225,16 +242,17 @@ class _Checker:
         return found
 
 
-def link_refusal(link: Path, root: Path) -> str | None:
+def link_refusal(link: Path, root: Path, *, where: str = "the workspace") -> str | None:
     """Why the symbolic link is not carried, or None: it is carried, as the file it names,
-    only when it resolves to a regular file inside ROOT (the resolved workspace)."""
+    only when it resolves to a regular file inside ROOT (the resolved workspace, or
+    `where`: a kernel source tree)."""
     target = os.readlink(link)
     try:
         resolved = link.resolve()
     except (OSError, RuntimeError):  # a loop of links (RuntimeError before 3.13)
         return f"a symbolic link to {target} that never resolves (a loop): not followed"
     if not resolved.is_relative_to(root):
-        return f"a symbolic link to {target}, outside the workspace: not followed"
+        return f"a symbolic link to {target}, outside {where}: not followed"
     if resolved.is_dir():
         return f"a symbolic link to the directory {target}: not entered"
     if not resolved.is_file():
@@ -262,6 +280,7 @@ SECTIONS: dict[str, set[str] | None] = {
     "files": {"include", "exclude"},
     "launch": {"commands"},
     "ladder": {"rungs", "timeout", "port", "prompt"},
+    "kernels": None,  # any key: a distribution name
 }
 
 
@@ -292,6 +311,7 @@ def parse_config(data: Mapping[str, Any], *, source: Path, path: Path) -> Config
         "files": _files,
         "launch": _launch,
         "ladder": _ladder,
+        "kernels": _kernels,
     }
     parsed: dict[str, Any] = {}
     for name, parse in sections.items():
@@ -424,3 +444,70 @@ def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
         port=check.integer(table, "ladder", "port"),
         prompt=check.string(table, "ladder", "prompt"),
     )
+
+
+KERNEL_KEYS = frozenset({"source", "arch_env", "env", "command", "check"})
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def _kernels(check: _Checker, table: dict[str, Any]) -> dict[str, KernelRecipe]:
+    recipes: dict[str, KernelRecipe] = {}
+    for name, value in table.items():
+        key = f"kernels.{name}"
+        if not isinstance(value, dict):
+            check.problem(key, f"must be a table, not {_kind(value)}")
+            continue
+        canonical = canonicalize_name(name)
+        if canonical in recipes:
+            check.problem(key, f"names the distribution {canonical!r} a second time")
+            continue
+        for unknown in sorted(set(value) - KERNEL_KEYS):
+            check.problem(f"{key}.{unknown}", "unknown key")
+        source = check.path(check.string(value, key, "source"), f"{key}.source", directory=True)
+        arch_env = check.strings(value, key, "arch_env")
+        for variable in arch_env:
+            if not _ENV_NAME.fullmatch(variable):
+                check.problem(f"{key}.arch_env", f"{variable!r} is not a variable name")
+        env = _kernel_env(check, value, key)
+        command = check.strings(value, key, "command") if "command" in value else DEFAULT_COMMAND
+        if not command:
+            check.problem(f"{key}.command", "must hold at least the program to run")
+        _placeholders(check, f"{key}.command", command, PLACEHOLDERS)
+        kernel_check = check.strings(value, key, "check")
+        _placeholders(check, f"{key}.check", kernel_check, ("{python}",))
+        recipes[canonical] = KernelRecipe(
+            source=source.resolve() if source is not None else None,
+            arch_env=tuple(dict.fromkeys(arch_env)),
+            env=env,
+            command=command or DEFAULT_COMMAND,
+            check=kernel_check,
+        )
+    return recipes
+
+
+def _kernel_env(check: _Checker, value: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+    env = value.get("env", {})
+    if not isinstance(env, dict):
+        check.problem(f"{key}.env", f"must be a table, not {_kind(env)}")
+        return ()
+    out = []
+    for variable, setting in env.items():
+        if not _ENV_NAME.fullmatch(variable):
+            check.problem(f"{key}.env", f"{variable!r} is not a variable name")
+        elif not isinstance(setting, str):
+            check.problem(f"{key}.env.{variable}", f"must be a string, not {_kind(setting)}")
+        else:
+            out.append((variable, setting))
+    return tuple(sorted(out))
+
+
+def _placeholders(
+    check: _Checker, key: str, argv: tuple[str, ...], allowed: tuple[str, ...]
+) -> None:
+    for word in argv:
+        for found in _PLACEHOLDER.findall(word):
+            if found not in allowed:
+                check.problem(
+                    key, f"{found} in {word!r} is no placeholder; they are {', '.join(allowed)}"
+                )

@@ -307,3 +307,8 @@ class FillStopped(ReproError):
     other writer's error is the one reported)."""
 
     exit_code = EXIT_INVALID
+
+
+class KernelBuildError(InstallError):
+    """The kernels step of unpack: a carried kernel source did not build, or the wheel it
+    built has no native code for a GPU of this box; the venv is as the install left it."""

@@ -208,3 +208,52 @@ def test_an_include_pattern_that_leaves_the_workspace_is_refused(
         load_config(tmp_path)
     assert f"files.include: {pattern!r} leaves the workspace" in str(caught.value)
     assert caught.value.exit_code == 2
+
+
+def test_kernels_recipes_parse(tmp_path: Path) -> None:
+    (tmp_path / "sgl").mkdir()
+    (tmp_path / CONFIG_NAME).write_text(
+        "[kernels.SGL_Kernel]\n"
+        'source = "sgl"\n'
+        'arch_env = ["SGL_ARCHS"]\n'
+        'env = { MAX_JOBS = "4" }\n'
+        'command = ["{python}", "setup.py", "bdist_wheel", "-d", "{out}"]\n'
+        'check = ["{python}", "-c", "import sgl_kernel"]\n'
+        "[kernels.plain]\n"
+    )
+    config = load_config(tmp_path)
+    recipe = config.kernels["sgl-kernel"]
+    assert recipe.source == (tmp_path / "sgl").resolve()
+    assert recipe.arch_env == ("SGL_ARCHS",)
+    assert recipe.env == (("MAX_JOBS", "4"),)
+    assert recipe.command[-1] == "{out}" and recipe.check[0] == "{python}"
+    assert config.kernels["plain"].source is None
+    assert config.kernels["plain"].command[:3] == ("{python}", "-m", "pip")
+
+
+def test_kernels_recipes_are_checked_key_by_key(tmp_path: Path) -> None:
+    path = tmp_path / CONFIG_NAME
+    path.write_text(
+        "[kernels.a]\n"
+        'source = "missing"\n'
+        'arch_env = ["9BAD"]\n'
+        "env = { OK = 1 }\n"
+        'command = ["{python}", "{where}"]\n'
+        'check = ["{source}"]\n'
+        'colour = "red"\n'
+        "[kernels]\n"
+        "b = 3\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    message = caught.value.message
+    for expected in (
+        f"{path}: kernels.a.source: path 'missing' does not exist",
+        f"{path}: kernels.a.arch_env: '9BAD' is not a variable name",
+        f"{path}: kernels.a.env.OK: must be a string",
+        f"{path}: kernels.a.command: {{where}}",
+        f"{path}: kernels.a.check: {{source}}",
+        f"{path}: kernels.a.colour: unknown key",
+        f"{path}: kernels.b: must be a table",
+    ):
+        assert expected in message, (expected, message)

@@ -206,6 +206,8 @@ def _summary(
     table.add_row("units", escape(", ".join(result.units)) or "none")
     table.add_row("models", escape(", ".join(result.models)) or "none")
     table.add_row("files", str(len(result.files)))
+    if result.kernel_sources:
+        table.add_row("kernel sources", escape("\n".join(result.kernel_sources)))
     if not quiet:
         console.print(table)
     for warning in result.warnings:

@@ -122,6 +122,15 @@ Exit codes:
     help="Run nothing from the bundle: print the server and unit commands instead, run no "
     "smoke rung, build no source distribution; see docs/unpack.md.",
 )
+@click.option(
+    "--rebuild-kernels",
+    type=click.Choice(["auto", "never", "always"]),
+    default="auto",
+    show_default=True,
+    help="Rebuild the distributions whose source the bundle carries (kernels/) for this "
+    "box's GPUs, after the install: auto, those with no code for a GPU here; always, "
+    "every one; never, none (the preflight then fails on a distribution with no code).",
+)
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -148,6 +157,7 @@ def unpack_command(
     no_smoke: bool,
     no_exec: bool,
     keep_bundle: bool,
+    rebuild_kernels: str,
     allowed_signers: Path | None,
     identity: str | None,
     require_signature: bool,
@@ -189,6 +199,7 @@ def unpack_command(
         smoke=not no_smoke,
         no_exec=no_exec,
         keep_bundle=keep_bundle,
+        rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
         signature=SignaturePolicy(allowed_signers, identity, require_signature),
         jobs=jobs,
     )

@@ -9,7 +9,7 @@ import click
 from repro.cli._common import echo_json, jobs_option, verbosity_options
 from repro.cli._terminal import echo
 from repro.errors import EXIT_INVALID, EXIT_OK
-from repro.install.drift import target_drift
+from repro.install.drift import describe_rebuilt, target_drift, target_info
 
 
 @click.command("verify", short_help="Check an unpacked target for drift from its bundle.")
@@ -24,9 +24,19 @@ def verify_command(
     the installed distributions, the patched files, the restored workspace files and
     the rendered units. Exit 0 when nothing drifted, 1 when something did."""
     drift = target_drift(target.resolve(), jobs=jobs)
+    rebuilt = describe_rebuilt(target_info(target.resolve())[0])
     if as_json:
-        echo_json({"target": str(target), "ok": not drift, "drift": [d.to_json() for d in drift]})
+        echo_json(
+            {
+                "target": str(target),
+                "ok": not drift,
+                "drift": [d.to_json() for d in drift],
+                "rebuilt": rebuilt,
+            }
+        )
     else:
+        for line in rebuilt if not quiet else ():
+            echo(line, err=True)
         for item in drift:
             echo(item.describe())
         if quiet:

@@ -2,7 +2,8 @@
 
 Checked: the venv's own files (pyvenv.cfg, bin/python*) against what the venv step
 made (repro.install.venv.guard; the interpreter is not started when they differ), the
-installed distributions against the lock, every patched file against
+installed distributions against the lock (a distribution the kernels step rebuilt for
+this box against the wheel it built: `rebuilt`), every patched file against
 its patched sha256 (a deleted one must stay deleted), the restored workspace files
 and the rendered units against what unpack wrote. Each difference names the file
 and both hashes; nothing is changed.
@@ -91,7 +92,27 @@ def venv_drift(venv: Path, state: UnpackState) -> list[Drift]:
     ]
 
 
-def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]:
+def rebuilt(state: UnpackState) -> list[dict[str, Any]]:
+    """What the kernels step rebuilt for this box (name, version, wheel, sha256, archs):
+    their files are the built wheel's, by design not the bundle's."""
+    facts = state.facts.get("kernels", {}) if state.is_done("kernels") else {}
+    found = facts.get("rebuilt", []) if isinstance(facts, dict) else []
+    return [r for r in found if isinstance(r, dict) and isinstance(r.get("name"), str)]
+
+
+def describe_rebuilt(state: UnpackState) -> list[str]:
+    """One line per distribution rebuilt for this box, for `repro verify`."""
+    return [
+        f"{r['name']} {r.get('version', '?')}: rebuilt for this box from the bundle's source "
+        f"({', '.join(r.get('archs', []))}; wheel {r.get('wheel', '?')}, sha256 "
+        f"{r.get('sha256', '?')})"
+        for r in rebuilt(state)
+    ]
+
+
+def installed_drift(
+    target: Path, info: BundleInfo, bundle: Path, state: UnpackState | None = None
+) -> list[Drift]:
     venv = venv_dir(target, info)
     interpreter = venv / "bin" / "python"
     if not interpreter.exists():
@@ -99,6 +120,8 @@ def installed_drift(target: Path, info: BundleInfo, bundle: Path) -> list[Drift]
     interpreter = trusted_interpreter(target, venv)
     lock = read_requirements_lock(layout.at(bundle, layout.REQUIREMENTS_LOCK))
     wanted: dict[str, str] = {canonicalize_name(pin.name): pin.version for pin in lock.pins}
+    for item in rebuilt(state) if state is not None else []:
+        wanted[canonicalize_name(item["name"])] = str(item.get("version", ""))
     diff = compare_installed(wanted, read_installed(interpreter))
     out = [Drift("distribution", name, wanted[name], "not installed") for name in diff.missing]
     out += [Drift("distribution", name, "not in the lock", "installed") for name in diff.extra]
@@ -166,7 +189,7 @@ def target_drift(
     changed = venv_drift(venv, state) if state.is_done("venv") else []
     drift += changed
     if state.is_done("install") and not changed:
-        drift += installed_drift(target, info, bundle)
+        drift += installed_drift(target, info, bundle, state)
     if state.is_done("patch"):
         interpreter = venv / "bin" / "python"
         if site_packages is None and changed:

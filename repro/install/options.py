@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from repro.bundle.signing import SignaturePolicy
 from repro.install.deploy.unitinstall import SYSTEMD_DIR
 from repro.install.venv.installer import RequestedInstaller
 from repro.units.render import check_path_value
+
+# --rebuild-kernels: which carried kernel sources the kernels step builds for this box
+RebuildKernels = Literal["auto", "never", "always"]
 
 # (step, status, detail): each step as it starts, finishes, or says something
 Events = Callable[[str, str, str], None]
@@ -34,6 +38,7 @@ class UnpackOptions:
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
     jobs: int | None = None  # files hashed in parallel by the verification
     keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too
+    rebuild_kernels: RebuildKernels = "auto"
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control

@@ -355,6 +355,123 @@ def check_toolchain(inputs: PreflightInputs, facts: dict[str, str] | None) -> li
     return checks
 
 
+def _nvcc() -> Path | None:
+    found = shutil.which("nvcc")
+    if found is not None:
+        return Path(found)
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    candidate = Path(cuda_home) / "bin" / "nvcc" if cuda_home else None
+    return candidate if candidate is not None and candidate.is_file() else None
+
+
+def _nvcc_includes(nvcc: Path) -> list[Path]:
+    """The include directories nvcc itself compiles with (its `--dryrun` says them:
+    `INCLUDES="-I..."`), which holds for a wrapper script on PATH too."""
+    try:
+        result = subprocess.run(
+            [str(nvcc), "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in (result.stdout + result.stderr).splitlines():
+        _, marker, rest = line.partition("INCLUDES=")
+        if marker and not line.lstrip("#$ ").startswith("SYSTEM_"):
+            words = [w.strip('"') for w in rest.split()]
+            found += [Path(w[2:]) for w in words if w.startswith("-I")]
+    return found
+
+
+def _cuda_header(nvcc: Path) -> Path | None:
+    """cuda_runtime.h in an include directory of nvcc (its own word, the toolkit beside
+    it, or CUDA_HOME's)."""
+    roots = [nvcc.resolve().parent.parent]
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        roots.append(Path(cuda_home))
+    includes = [
+        *(i for root in roots for i in (root / "include", *sorted(root.glob("targets/*/include")))),
+        *_nvcc_includes(nvcc),
+    ]
+    return next((i / "cuda_runtime.h" for i in includes if (i / "cuda_runtime.h").is_file()), None)
+
+
+def check_kernel_toolchain(rebuilds: Sequence[str], python: Path | None) -> list[Check]:
+    """What the kernels step needs to build `rebuilds` (distribution names) here: nvcc
+    (PATH or CUDA_HOME/bin), the CUDA headers beside it, Python.h of the target's Python
+    and a C/C++ compiler; each missing one fails up front, naming the distributions."""
+    if not rebuilds:
+        return []
+    names = ", ".join(rebuilds)
+    why = f"to rebuild {names} for this box's GPUs (--rebuild-kernels)"
+    never = "or pass --rebuild-kernels never (the preflight then names what has no code)"
+    checks: list[Check] = []
+    nvcc = _nvcc()
+    if nvcc is None:
+        checks.append(
+            Check(
+                "kernels nvcc",
+                "fail",
+                f"no nvcc on PATH and none in $CUDA_HOME/bin, needed {why}",
+                hint=f"install the CUDA toolkit and put nvcc on PATH or set CUDA_HOME, {never}",
+            )
+        )
+    else:
+        header = _cuda_header(nvcc)
+        checks.append(Check("kernels nvcc", "pass", str(nvcc)))
+        checks.append(
+            Check("kernels CUDA headers", "pass", str(header))
+            if header is not None
+            else Check(
+                "kernels CUDA headers",
+                "fail",
+                f"no cuda_runtime.h beside {nvcc} (its include/), needed {why}",
+                hint=f"install the CUDA toolkit's headers (cuda-cudart-dev), {never}",
+            )
+        )
+    facts = _python_facts(python) if python is not None else None
+    if facts is not None:
+        header = Path(facts["include"]) / "Python.h"
+        checks.append(
+            Check("kernels Python.h", "pass", str(header))
+            if header.exists()
+            else Check(
+                "kernels Python.h",
+                "fail",
+                f"{header} is missing, needed {why}",
+                hint=f"apt install python{_major_minor(facts['version'])}-dev, {never}",
+            )
+        )
+    compiler = next(
+        (
+            found
+            for found in (
+                os.environ.get("CXX"),
+                shutil.which("c++"),
+                shutil.which("g++"),
+                shutil.which("clang++"),
+            )
+            if found
+        ),
+        None,
+    )
+    checks.append(
+        Check("kernels compiler", "pass", compiler)
+        if compiler
+        else Check(
+            "kernels compiler",
+            "fail",
+            f"no C++ compiler ($CXX, c++, g++, clang++), needed {why}",
+            hint=f"apt install g++ (build-essential), {never}",
+        )
+    )
+    return checks
+
+
 def free_bytes(path: Path) -> int:
     return shutil.disk_usage(path).free
 

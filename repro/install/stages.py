@@ -26,7 +26,8 @@ from repro.bundle import layout
 from repro.bundle.info import BundleInfo
 from repro.bundle.lock import LockFile, read_requirements_lock
 from repro.bundle.patchset import load_patchset
-from repro.errors import InstallError, PreflightError, SmokeError
+from repro.errors import InstallError, PreflightError, SmokeError, UsageError
+from repro.gpu.info import GpuInventory, query_gpus
 from repro.hashing import sha256_file
 from repro.install.deploy.models import check_models
 from repro.install.deploy.restore import (
@@ -44,8 +45,21 @@ from repro.install.deploy.unitinstall import (
     reload_systemd,
 )
 from repro.install.drift import patched_state
+from repro.install.kernels.rebuild import (
+    Rebuild,
+    decide_rebuilds,
+    rebuild_distribution,
+    sm,
+)
 from repro.install.options import Events, UnpackOptions
-from repro.install.preflight import PreflightInputs, PreflightReport, describe, run_preflight
+from repro.install.preflight import (
+    Check,
+    PreflightInputs,
+    PreflightReport,
+    check_kernel_toolchain,
+    describe,
+    run_preflight,
+)
 from repro.install.read.contents import (
     custom_vault_wheels,
     kernel_audit,
@@ -110,6 +124,7 @@ def preflight_inputs(
         cpu=options.cpu,
         python=options.python,
         kernels=kernel_audit(bundle_dir),
+        rebuild_kernels=options.rebuild_kernels,
     )
 
 
@@ -145,7 +160,11 @@ def preflight(
     `events`; a failed one stops the run before anything is written. So does a unit
     name the box already uses, under --install-units. `staged`: wheels unpacked while
     the bundle streamed in, for the interpreter the preflight must choose again."""
-    report = run_preflight(preflight_inputs(bundle_dir, info, options, target, staged))
+    inventory = query_gpus()
+    report = run_preflight(
+        preflight_inputs(bundle_dir, info, options, target, staged), inventory=inventory
+    )
+    report = _with_kernel_checks(report, bundle_dir, options, inventory)
     if staged is not None and report.python is not None and report.python != staged.python:
         raise InstallError(
             f"the preflight chose {report.python}, but the wheels were unpacked for "
@@ -174,6 +193,68 @@ def preflight(
         names = check_units(bundle_dir, where=info.top_dir)
         refuse_conflicts(place_units(names, options.units_dir), force=options.force)
     return report
+
+
+def planned_rebuilds(
+    bundle_dir: Path, options: UnpackOptions, inventory: GpuInventory
+) -> tuple[Rebuild, ...]:
+    """The carried kernel sources the kernels step will build on this box."""
+    capabilities = [gpu.capability for gpu in inventory.gpus]
+    return decide_rebuilds(kernel_audit(bundle_dir), capabilities, options.rebuild_kernels)
+
+
+def _with_kernel_checks(
+    report: PreflightReport, bundle_dir: Path, options: UnpackOptions, inventory: GpuInventory
+) -> PreflightReport:
+    """The preflight's report with the kernels step's needs: the toolchain for what it
+    will rebuild, a GPU for --rebuild-kernels always. --no-exec refuses a rebuild (the
+    build runs the bundle's code) before anything is written."""
+    rebuilds = planned_rebuilds(bundle_dir, options, inventory)
+    names = [r.source.name for r in rebuilds]
+    if rebuilds and options.no_exec:
+        raise UsageError(
+            f"--no-exec: the kernels step would build {', '.join(names)} from the bundle's "
+            "source (its build runs the bundle's code): refused, nothing was installed",
+            hint="pass --rebuild-kernels never with --no-exec (the preflight then names each "
+            "distribution with no code for this box's GPUs), or run without --no-exec",
+        )
+    checks = [_rebuilt_there(check, names) for check in report.checks]
+    if rebuilds and not inventory.gpus:
+        checks.append(
+            Check(
+                "kernels",
+                "fail",
+                f"--rebuild-kernels always: no GPU visible to build {', '.join(names)} for",
+                hint="run on the box with the GPUs, or pass --rebuild-kernels auto",
+            )
+        )
+    elif rebuilds:
+        checks.append(
+            Check(
+                "kernels",
+                "pass",
+                "; ".join(f"{r.source.name} {r.source.version}: {r.reason}" for r in rebuilds)
+                + ": rebuilt from the carried source after the install",
+            )
+        )
+        checks += check_kernel_toolchain(names, report.python)
+    return PreflightReport(tuple(checks), report.python)
+
+
+def _rebuilt_there(check: Check, rebuilt: Sequence[str]) -> Check:
+    """A GPU check that fails for a distribution the kernels step rebuilds here (named by
+    its distribution or its vault wheel: `gpu 0 cudalib-0.1-....whl`) is a warning: the
+    rebuild makes the code this GPU lacks, and is judged again after it."""
+    words = check.name.split()
+    if check.status != "fail" or len(words) != 3 or words[0] != "gpu":
+        return check
+    if canonicalize_name(words[2].split("-", 1)[0]) not in rebuilt:
+        return check
+    return Check(
+        check.name,
+        "warn",
+        f"{check.detail}; rebuilt from the bundle's source after the install",
+    )
 
 
 def pending(state: UnpackState, options: UnpackOptions) -> tuple[str, ...]:
@@ -351,6 +432,54 @@ def _adopt_staged(inputs: StageInputs, lock: LockFile, staged: StagedVenv) -> St
     adopt(staged, inputs.venv, relative_layout(described.scheme))
     size = sum(item.bytes for item in staged.installed)
     return _vault_installed(inputs, lock, size, staged.seconds, streamed=True)
+
+
+def kernels(inputs: StageInputs) -> StageResult:
+    """The carried kernel sources this box needs rebuilt (repro.install.kernels.rebuild),
+    each built in the venv, judged native for every GPU here and installed in place of
+    the bundle's build."""
+    mode = inputs.options.rebuild_kernels
+    audit = kernel_audit(inputs.kept)
+    if audit is None or not audit.sources:
+        return StageResult("the bundle carries no kernel source", {"rebuilt": []})
+    carried = ", ".join(s.name for s in audit.sources)
+    if mode == "never":
+        return StageResult(f"--rebuild-kernels never: {carried} not rebuilt", {"rebuilt": []})
+    inventory = query_gpus()
+    capabilities = [gpu.capability for gpu in inventory.gpus]
+    rebuilds = decide_rebuilds(audit, capabilities, mode)
+    if not rebuilds:
+        return StageResult(
+            f"{carried}: native code for every GPU here already; not rebuilt", {"rebuilt": []}
+        )
+    if not capabilities:
+        raise InstallError(
+            f"--rebuild-kernels {mode}: no GPU visible to build {carried} for "
+            f"({inventory.error or 'nvidia-smi lists none'})",
+            hint="run on the box with the GPUs, or pass --rebuild-kernels never",
+        )
+    if inputs.options.no_exec:
+        raise InstallError("--no-exec: a kernel rebuild runs the bundle's code; refused")
+    done = []
+    for rebuild in rebuilds:
+        inputs.events("kernels", "building", f"{rebuild.source.name}: {rebuild.reason}")
+        done.append(
+            rebuild_distribution(
+                rebuild,
+                kept=inputs.kept,
+                interpreter=inputs.interpreter,
+                venv=inputs.venv,
+                state_dir=inputs.target / STATE_DIR,
+                capabilities=capabilities,
+            )
+        )
+    targets = ", ".join(sm(c) for c in sorted(set(capabilities)))
+    detail = "; ".join(
+        f"rebuilt {r.name} {r.version} for {targets} in {r.seconds:.1f} s "
+        f"(its code: {', '.join(r.archs)}; log {r.log})"
+        for r in done
+    )
+    return StageResult(detail, {"rebuilt": [r.to_facts() for r in done]})
 
 
 def patch(inputs: StageInputs) -> StageResult:

@@ -29,6 +29,7 @@ STEPS = (
     "preflight",
     "venv",
     "install",
+    "kernels",
     "patch",
     "workspace",
     "services",

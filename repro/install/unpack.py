@@ -1,6 +1,6 @@
 """`repro unpack`: rebuild a bundle's environment on this box, verified and resumable.
 
-Stages: verify (repro.install.read.bundle) -> preflight -> venv -> install -> patch ->
+Stages: verify (repro.install.read.bundle) -> preflight -> venv -> install -> kernels -> patch ->
 workspace -> units -> models -> ladder (repro.install.stages) -> report
 (repro.install.report). Nothing outside a staging directory is written until the
 bundle has verified and the preflight has passed. Each finished step is recorded in
@@ -256,6 +256,7 @@ def _run_stages(
         stage("install", lambda: stages.install(inputs, seeded=_seeded(run)))
         if not options.keep_bundle:
             _drop_vault(inputs.kept, run.events)
+        stage("kernels", lambda: stages.kernels(inputs))
         stage("patch", lambda: stages.patch(inputs))
         stage("workspace", lambda: stages.workspace(inputs))
         stage("services", lambda: stages.services(inputs))

@@ -19,6 +19,7 @@ from repro.bundle.manifest import ProgressSink
 from repro.errors import NotAsRecorded
 from repro.snapshot.stages import (
     kernels,
+    kernelsources,
     locks,
     members,
     output,
@@ -94,13 +95,15 @@ def _pack(
         facts = probed.facts
         target = output.target(start.options, start.config, facts)
         env = probe.environment(start, facts, background)
+        # before the long part: a [kernels.<dist>] of repro.toml that names nothing fails here
+        carried = kernelsources.kernel_sources(start, env, say)
         selected = vaulting.select(start, env, temp, background)
         scanned = scanning.scan(
             start, facts, selected.selection, target, defer=defer, stack=stack, say=say
         )
         patched = scanning.patches(start, facts, scanned, temp)
         # before anything is written: --require-gpu fails the pack here
-        audited = kernels.audit(start, facts, sources=(), say=say)
+        audited = kernels.audit(start, facts, sources=carried.sources, say=say)
         vaulted = vaulting.plan(start, env, selected, scanned.report, patched.carriers, target, say)
         parts = workspace_stage.gather(start, facts, env)
         locked = locks.locks(start, probed, env, selected, vaulted)
@@ -112,6 +115,7 @@ def _pack(
             scanned.report,
             (patched, vaulted, locked, parts),
             kernels=audited,
+            sources=carried,
             temp=temp,
             say=say,
         )
@@ -120,7 +124,9 @@ def _pack(
         size = members.write(assembled, target, start, progress=writing, say=say)
         cache.commit()
     stages = (patched, vaulted, parts, assembled)
-    return report.result(start.options, target, len(facts.distributions), stages, size)
+    return report.result(
+        start.options, target, len(facts.distributions), stages, size, sources=carried
+    )
 
 
 @contextlib.contextmanager

@@ -102,6 +102,8 @@ def reproduce_facts(
     vault: VaultReport,
     patches: Sequence[CollectedPatch],
     workspace: WorkspaceParts,
+    *,
+    kernel_sources: Sequence[str] = (),
 ) -> ReproduceFacts:
     source = info.source
     hardware = [
@@ -162,4 +164,5 @@ def reproduce_facts(
         services=[u.name for u in workspace.units],
         launch=launch_lines,
         models=model_lines,
+        kernel_sources=kernel_sources,
     )

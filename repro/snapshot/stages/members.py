@@ -29,6 +29,7 @@ from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.scan.patches import CollectedPatch
 from repro.snapshot.stages import info as info_stage
 from repro.snapshot.stages.kernels import Kernels
+from repro.snapshot.stages.kernelsources import KernelSources
 from repro.snapshot.stages.locks import Locks
 from repro.snapshot.stages.options import Progress
 from repro.snapshot.stages.output import SUFFIX, Target
@@ -66,6 +67,7 @@ def assemble(
     stages: tuple[Patched, Vaulted, Locks, WorkspaceParts],
     *,
     kernels: Kernels,
+    sources: KernelSources,
     temp: Path,
     say: Progress,
 ) -> Assembled:
@@ -73,6 +75,7 @@ def assemble(
     patched, vaulted, locks, workspace = stages
     warnings = [*patched.warnings, *vaulted.warnings, *workspace.warnings, *locks.warnings]
     warnings += kernels.warnings
+    warnings += sources.warnings
     unmet = env.unmet.result()
     unmet_warning = describe_unmet(unmet)
     if unmet_warning is not None:
@@ -88,6 +91,7 @@ def assemble(
         members.add(rel, data)
     _add_patches(members, patched.patches)
     _add_workspace(members, workspace, start.options.source)
+    _add_kernel_sources(members, sources)
 
     source_mtime = members.newest_mtime(generated=(temp, start.cache_dir))
     epoch = source_date_epoch(default=max(source_mtime, info_stage.record_mtime(facts)))
@@ -98,7 +102,13 @@ def assemble(
     # the canonical name, never -o's: the archive's bytes do not depend on -o
     bundle_file = f"{info.top_dir}{SUFFIX[target.compression]}"
     reproduce = info_stage.reproduce_facts(
-        info, facts, bundle_file, vaulted.report, patched.patches, workspace
+        info,
+        facts,
+        bundle_file,
+        vaulted.report,
+        patched.patches,
+        workspace,
+        kernel_sources=sources.described(),
     )
     members.add(layout.REPRODUCE, render_reproduce(reproduce).encode())
     wheel_pythons = [env.tool_python]
@@ -180,6 +190,13 @@ def _add_workspace(members: Members, workspace: WorkspaceParts, source: Path) ->
             members.add(layout.model_file(ref.name, filename), path)
     for path in workspace.carried:
         members.add(layout.carried_file(path.relative_to(source).as_posix()), path)
+
+
+def _add_kernel_sources(members: Members, sources: KernelSources) -> None:
+    """kernels/<dist>/: each carried tree, its files' executable bits kept (a build's
+    scripts). Their `[[sources]]` are in env/kernels.toml, which the kernels stage writes."""
+    for rel, path in sources.members().items():
+        members.add(rel, path, executable=bool(path.stat().st_mode & 0o100))
 
 
 def _add_sbom(members: Members) -> None:

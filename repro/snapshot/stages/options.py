@@ -63,6 +63,7 @@ class PackResult:
     warnings: tuple[str, ...]
     left_out: tuple[str, ...] = ()
     unmet_requirements: tuple[UnmetRequirement, ...] = ()
+    kernel_sources: tuple[str, ...] = ()  # one line per carried source tree, with its size
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ class PackResult:
             "bundle_bytes": self.bundle_bytes,
             "warnings": list(self.warnings),
             "left_out": list(self.left_out),
+            "kernel_sources": list(self.kernel_sources),
             "unmet_requirements": [u.to_json() for u in self.unmet_requirements],
         }
 

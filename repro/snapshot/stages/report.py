@@ -15,6 +15,7 @@ from repro.snapshot.workspace.leftout import LeftOut
 from repro.snapshot.write.bundle import Members
 
 if TYPE_CHECKING:
+    from repro.snapshot.stages.kernelsources import KernelSources
     from repro.snapshot.stages.scanning import Patched
     from repro.snapshot.stages.vaulting import Vaulted
     from repro.snapshot.stages.workspace import WorkspaceParts
@@ -60,6 +61,8 @@ def result(
     distributions: int,
     stages: tuple[Patched, Vaulted, WorkspaceParts, AssembledMembers],
     size: int,
+    *,
+    sources: KernelSources | None = None,
 ) -> PackResult:
     patched, vaulted, workspace, assembled = stages
     return PackResult(
@@ -79,4 +82,5 @@ def result(
         warnings=assembled.warnings,
         left_out=tuple(item.describe() for item in workspace.left_out),
         unmet_requirements=assembled.unmet,
+        kernel_sources=sources.described() if sources is not None else (),
     )

@@ -44,6 +44,7 @@ class ReproduceFacts:
     services: Sequence[str] = ()
     launch: Sequence[tuple[str, str]] = ()  # (what it is and where from, the command)
     models: Sequence[str] = ()
+    kernel_sources: Sequence[str] = ()  # one line per carried source tree
 
 
 class _ShellTemplate(Template):
@@ -112,6 +113,9 @@ def render_reproduce(facts: ReproduceFacts) -> str:
         services=_bullets(facts.services, "No systemd units."),
         launch=_launch_list(facts.launch),
         models=_bullets(facts.models, "No model references."),
+        kernel_sources=_bullets(
+            facts.kernel_sources, "No source tree: nothing is rebuilt on the target."
+        ),
     )
 
 
