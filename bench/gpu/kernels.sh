@@ -98,7 +98,7 @@ check = ["{python}", "check_op.py"]
 EOF
 # from its parent, as a user would (`pip install ./kernelext`): direct_url.json names the dir
 cd "$(dirname "$src")"
-TORCH_CUDA_ARCH_LIST=8.0 timed build_install 300 clean "$ws/venv/bin/python" -m pip install \
+TORCH_CUDA_ARCH_LIST=8.0 timed build_install 300 env -u PYTHONPATH -u VIRTUAL_ENV "$ws/venv/bin/python" -m pip install \
     --no-build-isolation --no-deps --no-index "./$(basename "$src")"
 cd "$root"
 if [ "${RC[build_install]}" != 0 ]; then echo "the extension did not build"; exit 3; fi
@@ -113,20 +113,20 @@ echo "source tree after the build (what the packer sees):"
 
 echo "== before the move: the op on this H200 from the sm_80 build"
 cd "$ws"
-timed check_before 120 clean "$ws/venv/bin/python" check_op.py > /tmp/kcheck-before.json
+timed check_before 120 env -u PYTHONPATH -u VIRTUAL_ENV "$ws/venv/bin/python" check_op.py > /tmp/kcheck-before.json
 cd "$root"
 cat /tmp/kcheck-before.json
 
 echo "== pack (--wheels all, offline), then inspect --gpu H200"
-timed pack 240 clean "$repro" pack "$ws" --wheels all --offline -o "$bundles/with-source.tar" \
+timed pack 240 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" pack "$ws" --wheels all --offline -o "$bundles/with-source.tar" \
     --gpu H200 --json > "$out/pack.json"
 ls -la "$bundles"
 {
     echo "\$ repro inspect with-source.tar --gpu H200"
-    timed inspect 120 clean "$repro" inspect "$bundles/with-source.tar" --gpu H200
+    timed inspect 120 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" inspect "$bundles/with-source.tar" --gpu H200
     echo
     echo "\$ repro inspect with-source.tar --gpu sm_80 --gpu H200 --gpu B300"
-    timed inspect_more 120 clean "$repro" inspect "$bundles/with-source.tar" --gpu sm_80 --gpu H200 --gpu B300
+    timed inspect_more 120 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" inspect "$bundles/with-source.tar" --gpu sm_80 --gpu H200 --gpu B300
 } > "$out/inspect.txt" 2>&1
 cat "$out/inspect.txt"
 # `timed` ran in the braces' redirection, the same shell: its T and RC are here
@@ -134,7 +134,7 @@ reprokernel_line="$(grep -i 'reprokernel' "$out/inspect.txt" | head -n 3 || true
 
 echo "== elsewhere: the workspace and the source tree gone; unpack offline with the ladder"
 mv "$ws" "$ws.gone"; mv "$src" "$src.gone"
-timed unpack 420 clean "$repro" unpack "$bundles/with-source.tar" --target "$srv" --offline \
+timed unpack 420 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" unpack "$bundles/with-source.tar" --target "$srv" --offline \
     --rebuild-kernels auto --json > "$out/unpack.json"
 cp "$srv/.repro/unpack-report.json" "$out/unpack-report.json" 2>/dev/null || cp "$out/unpack.json" "$out/unpack-report.json"
 rm -f "$out/unpack.json"
@@ -147,12 +147,12 @@ if [ -n "$so_new" ]; then
     if command -v cuobjdump > /dev/null; then cuobjdump --list-elf "$so_new" || true; fi
 fi
 echo "archs of the rebuilt .so: $archs_new"
-timed verify 120 clean "$repro" verify "$srv"
+timed verify 120 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" verify "$srv"
 mv "$ws.gone" "$ws"; mv "$src.gone" "$src"
 
 echo "== the source not carried: the extension from a wheel (direct_url.json names a file)"
 cp -a "$root/bench/gpu/kernelext" /tmp/kwheel-src
-TORCH_CUDA_ARCH_LIST=8.0 timed build_wheel 300 clean "$ws/venv/bin/python" -m pip wheel \
+TORCH_CUDA_ARCH_LIST=8.0 timed build_wheel 300 env -u PYTHONPATH -u VIRTUAL_ENV "$ws/venv/bin/python" -m pip wheel \
     --no-build-isolation --no-deps --no-index -w /tmp/kwheels /tmp/kwheel-src
 clean "$ws/venv/bin/python" -m pip uninstall -y reprokernel
 clean "$ws/venv/bin/python" -m pip install --no-deps --no-index /tmp/kwheels/reprokernel-*.whl
@@ -165,15 +165,15 @@ text = open(path).read()
 open(path, "w").write(text.split("[kernels.reprokernel]")[0].rstrip() + "\n")
 PY
 cat "$ws/repro.toml"
-timed pack_nosource 240 clean "$repro" pack "$ws" --wheels all --offline -o "$bundles/no-source.tar" --json
+timed pack_nosource 240 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" pack "$ws" --wheels all --offline -o "$bundles/no-source.tar" --json
 mv "$ws" "$ws.gone"
 {
     echo "\$ repro inspect no-source.tar --gpu H200"
-    timed inspect_nosource 120 clean "$repro" inspect "$bundles/no-source.tar" --gpu H200
+    timed inspect_nosource 120 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" inspect "$bundles/no-source.tar" --gpu H200
     echo "exit ${RC[inspect_nosource]}"
     echo
     echo "\$ repro unpack no-source.tar --target $srv_nosrc --offline"
-    timed unpack_nosource 300 clean "$repro" unpack "$bundles/no-source.tar" \
+    timed unpack_nosource 300 env -u PYTHONPATH -u VIRTUAL_ENV "$repro" unpack "$bundles/no-source.tar" \
         --target "$srv_nosrc" --offline
     echo "exit ${RC[unpack_nosource]}"
 } > "$out/nosource.txt" 2>&1

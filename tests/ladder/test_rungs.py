@@ -68,7 +68,7 @@ def test_torch_rung_without_cpu_flag_fails_on_a_machine_without_gpu(
     assert torch_rung["summary"] == "CUDA is not available to torch"
     assert "CPU-only build" in torch_rung["hint"]
     assert "--cpu" in torch_rung["hint"]
-    assert [r["status"] for r in report["rungs"][2:]] == ["skip"] * 4
+    assert [r["status"] for r in report["rungs"][2:]] == ["skip"] * 5
 
 
 def test_triton_rung_skips_without_triton(torch_cpu_python: Path) -> None:

@@ -163,5 +163,5 @@ def test_the_verdict_names_what_did_not_run(cpu: bool) -> None:
     text = verdict(report.results)
     assert text.startswith("python passed; ")
     assert "server skipped: no launch command: the bundle has none" in text
-    assert text.endswith("not run: torch, triton, engine")
+    assert text.endswith("not run: torch, triton, kernels, engine")
     assert "every rung passed" not in text
