@@ -38,6 +38,18 @@ DEFAULT_COMMAND = (
 )
 PLACEHOLDERS = ("{python}", "{source}", "{out}")
 
+
+def fill_placeholders(argv: Iterable[str], values: Mapping[str, str]) -> list[str]:
+    """A recipe's command or check with each placeholder (`{python}`, ...) of `values`
+    replaced in every word."""
+    filled = []
+    for word in argv:
+        for placeholder, value in values.items():
+            word = word.replace(placeholder, value)
+        filled.append(word)
+    return filled
+
+
 # The variables the common build systems read their CUDA architectures from; a recipe
 # may name more (`[kernels.<dist>] arch_env`).
 ARCH_ENV = (

@@ -68,6 +68,11 @@ def parse_arch(entry: str) -> ArchTarget | None:
     return ArchTarget(entry.strip(), "sass" if prefix == "sm" else "ptx", major, minor, suffix)
 
 
+def sm_name(capability: tuple[int, int]) -> str:
+    """`sm_90` for a device of capability 9.0."""
+    return f"sm_{capability[0]}{capability[1]}"
+
+
 def format_capability(capability: tuple[int, int]) -> str:
     return f"{capability[0]}.{capability[1]} (sm_{capability[0]}{capability[1]})"
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from repro.errors import UsageError
-from repro.gpu.arch import parse_arch
+from repro.gpu.arch import parse_arch, sm_name
 
 # Products by the names people give them, normalised (upper case, no spaces, hyphens or
 # a leading NVIDIA), to their compute capability.
@@ -45,7 +45,7 @@ class GpuTarget:
 
     @property
     def sm(self) -> str:
-        return f"sm_{self.capability[0]}{self.capability[1]}"
+        return sm_name(self.capability)
 
     @property
     def label(self) -> str:

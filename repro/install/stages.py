@@ -27,6 +27,7 @@ from repro.bundle.info import BundleInfo
 from repro.bundle.lock import LockFile, read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.errors import InstallError, PreflightError, SmokeError, UsageError
+from repro.gpu.arch import sm_name
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.hashing import sha256_file
 from repro.install.deploy.models import check_models
@@ -49,7 +50,6 @@ from repro.install.kernels.rebuild import (
     Rebuild,
     decide_rebuilds,
     rebuild_distribution,
-    sm,
 )
 from repro.install.options import Events, UnpackOptions
 from repro.install.preflight import (
@@ -473,7 +473,7 @@ def kernels(inputs: StageInputs) -> StageResult:
                 capabilities=capabilities,
             )
         )
-    targets = ", ".join(sm(c) for c in sorted(set(capabilities)))
+    targets = ", ".join(sm_name(c) for c in sorted(set(capabilities)))
     detail = "; ".join(
         f"rebuilt {r.name} {r.version} for {targets} in {r.seconds:.1f} s "
         f"(its code: {', '.join(r.archs)}; log {r.log})"

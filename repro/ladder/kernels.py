@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from repro.bundle.kernels import fill_placeholders
 from repro.ladder.common import skipped
 from repro.ladder.interp import ScriptRun, run_command
 from repro.ladder.types import KernelCheck, LadderSpec, RungContext, RungResult, RungStatus
@@ -31,7 +32,7 @@ HINT = (
 
 def check_argv(check: KernelCheck, python: Path) -> tuple[str, ...]:
     """The check's command with `{python}` replaced by the target's interpreter."""
-    return tuple(arg.replace("{python}", str(python)) for arg in check.argv)
+    return tuple(fill_placeholders(check.argv, {"{python}": str(python)}))
 
 
 def check_environment(python: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,19 +108,26 @@ def test_pack_carries_the_source(packed: Packed) -> None:
     assert "cudalib 0.1.0: 4 files" in _member(packed.bundle, "REPRODUCE.md")
 
 
-def test_unpack_rebuilds_for_the_gpu_here(packed: Packed, tmp_path: Path) -> None:
-    target = tmp_path / "target"
-    result = run_repro(
+def _unpack(
+    packed: Packed, target: Path, *options: str, timeout: float = 900
+) -> subprocess.CompletedProcess[bytes]:
+    """`repro unpack` of the packed bundle, offline, no ladder, on the 9.0 test double."""
+    return run_repro(
         "unpack",
         str(packed.bundle),
         "--target",
         str(target),
         "--offline",
         "--no-smoke",
-        "--json",
+        *options,
         env=packed.gpu_env,
-        timeout=900,
+        timeout=timeout,
     )
+
+
+def test_unpack_rebuilds_for_the_gpu_here(packed: Packed, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    result = _unpack(packed, target, "--json")
     assert result.returncode == 0, result.stderr.decode()[-6000:]
     report = json.loads(result.stdout)
     step = next(s for s in report["steps"] if s["name"] == "kernels")
@@ -145,18 +153,7 @@ def test_unpack_rebuilds_for_the_gpu_here(packed: Packed, tmp_path: Path) -> Non
 
 def test_never_stops_at_the_preflight(packed: Packed, tmp_path: Path) -> None:
     target = tmp_path / "target"
-    result = run_repro(
-        "unpack",
-        str(packed.bundle),
-        "--target",
-        str(target),
-        "--offline",
-        "--no-smoke",
-        "--rebuild-kernels",
-        "never",
-        env=packed.gpu_env,
-        timeout=600,
-    )
+    result = _unpack(packed, target, "--rebuild-kernels", "never", timeout=600)
     err = result.stderr.decode()
     assert result.returncode != 0
     assert "preflight failed" in err and "cudalib" in err, err[-4000:]

@@ -35,9 +35,9 @@ from typing import Any
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from repro.bundle import layout
-from repro.bundle.kernels import KernelAudit, KernelSource
+from repro.bundle.kernels import KernelAudit, KernelSource, fill_placeholders
 from repro.errors import InstallError, KernelBuildError
-from repro.gpu.arch import Verdict, arch_compatible
+from repro.gpu.arch import Verdict, arch_compatible, sm_name
 from repro.gpu.audit import judge_distribution
 from repro.gpu.cubin import elf_archs, is_shared_object, wheel_archs
 from repro.hashing import sha256_file
@@ -103,10 +103,6 @@ class Rebuilt:
         }
 
 
-def sm(capability: tuple[int, int]) -> str:
-    return f"sm_{capability[0]}{capability[1]}"
-
-
 def decide_rebuilds(
     audit: KernelAudit | None,
     capabilities: Sequence[tuple[int, int]],
@@ -133,7 +129,7 @@ def decide_rebuilds(
             if judge_distribution(dist, cap, rebuildable=True).verdict is Verdict.FAIL
         ]
         if missing:
-            out.append(Rebuild(source, "no code for " + ", ".join(sm(c) for c in missing)))
+            out.append(Rebuild(source, "no code for " + ", ".join(sm_name(c) for c in missing)))
     return tuple(out)
 
 
@@ -185,12 +181,7 @@ def build_environment(
 
 def fill_command(command: Sequence[str], *, python: Path, source: Path, out: Path) -> list[str]:
     values = {"{python}": str(python), "{source}": str(source), "{out}": str(out)}
-    filled = []
-    for word in command:
-        for placeholder, value in values.items():
-            word = word.replace(placeholder, value)
-        filled.append(word)
-    return filled
+    return fill_placeholders(command, values)
 
 
 def kernels_dir(state_dir: Path, name: str) -> Path:
@@ -304,7 +295,9 @@ def _built_wheel(out: Path, name: str, log: Path) -> Path:
 
 def _lacking(archs: Sequence[str], capabilities: Sequence[tuple[int, int]]) -> list[str]:
     return [
-        sm(cap) for cap in capabilities if arch_compatible(cap, archs).verdict is not Verdict.PASS
+        sm_name(cap)
+        for cap in capabilities
+        if arch_compatible(cap, archs).verdict is not Verdict.PASS
     ]
 
 
