@@ -312,3 +312,5 @@ class FillStopped(ReproError):
 class KernelBuildError(InstallError):
     """The kernels step of unpack: a carried kernel source did not build, or the wheel it
     built has no native code for a GPU of this box; the venv is as the install left it."""
+
+    exit_code = EXIT_INSTALL

@@ -119,7 +119,9 @@ def packed(hostile: Hostile, tmp_path_factory: pytest.TempPathFactory) -> Packed
         "--version",
         "1",
         "--json",
-        env={"VIRTUAL_ENV": None},
+        # no pristine copy at hand: pip's shared wheel cache may hold a build of the same
+        # demo project from another test, so this pack gets an empty one of its own
+        env={"VIRTUAL_ENV": None, "PIP_CACHE_DIR": str(out / "pip-cache")},
         timeout=TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr.decode()
