@@ -25,6 +25,7 @@ from repro.bundle import layout
 from repro.bundle.info import MAX_TIMEOUT_S
 from repro.bundle.kernels import DEFAULT_COMMAND, PLACEHOLDERS
 from repro.errors import ConfigError
+from repro.servecmd import HUB_ID as _HUB_ID
 from repro.treeglob import glob_tree, matched_entries
 
 CONFIG_NAME = "repro.toml"
@@ -74,7 +75,9 @@ class ServicesSection:
 @dataclass(frozen=True)
 class ModelsSection:
     drafter: Path | None = None
+    # name -> directory; an absolute one may be absent (recorded as not present)
     others: Mapping[str, Path] = field(default_factory=dict)
+    hub: Mapping[str, str] = field(default_factory=dict)  # name -> repository id
 
 
 @dataclass(frozen=True)
@@ -385,9 +388,16 @@ def _services(check: _Checker, table: dict[str, Any]) -> ServicesSection:
 def _models(check: _Checker, table: dict[str, Any]) -> ModelsSection:
     drafter = None
     others: dict[str, Path] = {}
+    hub: dict[str, str] = {}
     for name, value in table.items():
         if not isinstance(value, str):
             check.problem(f"models.{name}", f"must be a path string, not {_kind(value)}")
+            continue
+        if name != "drafter" and _HUB_ID.fullmatch(value) and not (check.source / value).exists():
+            hub[name] = value  # a repository id: referenced, present at pack time or not
+            continue
+        if name != "drafter" and value.startswith("/") and not Path(value).exists():
+            others[name] = Path(value)  # absent here: recorded as not present when packed
             continue
         path = check.path(value, f"models.{name}", directory=True)
         if path is None:
@@ -396,7 +406,7 @@ def _models(check: _Checker, table: dict[str, Any]) -> ModelsSection:
             drafter = path
         else:
             others[name] = path
-    return ModelsSection(drafter=drafter, others=others)
+    return ModelsSection(drafter=drafter, others=others, hub=hub)
 
 
 def _files(check: _Checker, table: dict[str, Any]) -> FilesSection:

@@ -8,7 +8,9 @@ default); any other command with ``--port N`` is taken as an OpenAI-compatible s
 
 from __future__ import annotations
 
+import os
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +26,8 @@ MODEL_FLAGS: dict[str, Role] = {
     "--speculative-draft-model-path": "drafter",
     "--draft-model": "drafter",
 }
+# a Hugging Face repository id as a launch command names one: `org/name`
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 SGLANG_MODULES = ("sglang.launch_server",)
 VLLM_MODULES = ("vllm.entrypoints.openai.api_server",)
 
@@ -119,3 +123,12 @@ def serve_command(argv: Sequence[str]) -> ServeCommand | None:
     if engine is None:
         return None
     return ServeCommand(engine, port_of(argv, engine), model_arguments(argv))
+
+
+def is_hub_id(value: str) -> bool:
+    """`org/name` that is no path here (not absolute, not `./...`, nothing there)."""
+    return (
+        HUB_ID.fullmatch(value) is not None
+        and not value.startswith(".")
+        and not os.path.lexists(value)
+    )

@@ -108,6 +108,8 @@ class ModelRef:
     local_path: str | None = None
     small_files: Mapping[str, str] = field(default_factory=dict)  # path -> sha256
     large_files: Mapping[str, int] = field(default_factory=dict)  # path -> size (weights)
+    # False: the place the unit named held nothing when packed (no files recorded)
+    present: bool = True
 
     @property
     def in_workspace(self) -> bool:
@@ -258,6 +260,7 @@ def _load_model(table: TomlTable) -> ModelRef:
         local_path=table.opt_string("local_path"),
         small_files=dict(sorted(small_files.items())),
         large_files=dict(sorted(table.sizes("large_files").items())),
+        present=table.boolean("present", True),
     )
     if model.local_path is not None and model.in_workspace:
         _check_relative(table, "local_path", model.local_path)
@@ -457,6 +460,7 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
                         "large_files",
                         dict(sorted(model.large_files.items())) if model.large_files else None,
                     ),
+                    ("present", None if model.present else False),
                 ]
             )
             for model in info.models

@@ -41,7 +41,7 @@ from packaging.utils import canonicalize_name
 
 from repro import __version__, _toml
 from repro.bundle import layout
-from repro.bundle.info import BundleInfo, load_bundle_info
+from repro.bundle.info import BundleInfo, ModelRef, load_bundle_info
 from repro.bundle.layout import BUNDLE_TOML, MANIFEST_NAMES, PATCHES_TOML, VAULT_TOML
 from repro.bundle.limits import KEEP_LIMIT
 from repro.bundle.lock import LockFile, parse_requirements_lock
@@ -216,6 +216,58 @@ def _component(
     )
 
 
+def _model_component(model: ModelRef) -> Component:
+    """A model the bundle references, as a CycloneDX machine-learning-model: its
+    identity (repository and revision) as properties and a reference to the hub, and
+    each file whose sha256 the bundle records as a file component of its own (the small
+    files now; weight pins where the reference has them)."""
+    facts: list[tuple[str, str | None]] = [
+        ("repro:model-role", model.role),
+        ("repro:repo-id", model.repo_id),
+        ("repro:revision", model.revision),
+        ("repro:local-path", model.local_path),
+        ("repro:present-when-packed", "true" if model.present else "false"),
+        ("repro:total-bytes", str(model.total_bytes) if model.present else None),
+        ("repro:file-count", str(model.file_count) if model.present else None),
+    ]
+    files = dict(model.small_files)
+    pins = getattr(model, "weights", ())
+    for pin in pins:  # WeightPin (repro.bundle.weights): path and sha256
+        path, digest = getattr(pin, "path", None), getattr(pin, "sha256", None)
+        if isinstance(path, str) and isinstance(digest, str) and digest:
+            files[path] = digest
+    facts.append(("repro:weights", "pinned" if pins else "not pinned"))
+    references = []
+    if model.repo_id:
+        tree = f"/tree/{model.revision}" if model.revision else ""
+        references.append(
+            ExternalReference(
+                type=ExternalReferenceType.DISTRIBUTION,
+                url=XsUri(f"https://huggingface.co/{model.repo_id}{tree}"),
+                comment=f"{model.repo_id}" + (f" @ {model.revision}" if model.revision else ""),
+            )
+        )
+    ref = f"repro-model:{model.name}"
+    return Component(
+        type=ComponentType.MACHINE_LEARNING_MODEL,
+        name=model.name,
+        version=model.revision,
+        bom_ref=ref,
+        group=model.repo_id.split("/")[0] if model.repo_id else None,
+        external_references=references,
+        properties=[Property(name=name, value=value) for name, value in facts if value],
+        components=[
+            Component(
+                type=ComponentType.FILE,
+                name=path,
+                bom_ref=f"{ref}/{path}",
+                hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest)],
+            )
+            for path, digest in sorted(files.items())
+        ],
+    )
+
+
 def _source_properties(info: BundleInfo, digests: Mapping[str, str]) -> list[Property]:
     source = info.source
     facts: list[tuple[str, str | None]] = [
@@ -267,6 +319,7 @@ def render_sbom(contents: Mapping[str, bytes], digests: Mapping[str, str]) -> by
         )
         for pin in lock.pins
     ]
+    models = [_model_component(model) for model in info.models]
     root = Component(
         type=ComponentType.APPLICATION,
         name=info.name,
@@ -279,7 +332,7 @@ def render_sbom(contents: Mapping[str, bytes], digests: Mapping[str, str]) -> by
     )
     bom = Bom(
         serial_number=serial_number(digests),
-        components=components,
+        components=[*components, *models],
         metadata=BomMetaData(
             timestamp=datetime.fromisoformat(info.created.replace("Z", "+00:00")),
             component=root,
@@ -287,8 +340,8 @@ def render_sbom(contents: Mapping[str, bytes], digests: Mapping[str, str]) -> by
             properties=_source_properties(info, digests),
         ),
     )
-    bom.register_dependency(root, components)
-    for component in components:
+    bom.register_dependency(root, [*components, *models])
+    for component in [*components, *models]:
         bom.register_dependency(component, [])
     return (JsonV1Dot6(bom).output_as_string(indent=2) + "\n").encode("utf-8")
 

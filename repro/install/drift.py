@@ -5,7 +5,8 @@ made (repro.install.venv.guard; the interpreter is not started when they differ)
 installed distributions against the lock (a distribution the kernels step rebuilt for
 this box against the wheel it built: `rebuilt`), every patched file against
 its patched sha256 (a deleted one must stay deleted), the restored workspace files
-and the rendered units against what unpack wrote. Each difference names the file
+and the rendered units against what unpack wrote, and each model where the one rule
+finds it now against where the models step found it. Each difference names the file
 and both hashes; nothing is changed.
 """
 
@@ -24,6 +25,7 @@ from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
 from repro.hashing import hash_files
+from repro.install.deploy.models import locate_model
 from repro.install.deploy.restore import venv_dir
 from repro.install.state import STATE_DIR, UnpackState, load_state
 from repro.install.venv.guard import recorded, trusted_interpreter, venv_differences
@@ -205,4 +207,29 @@ def target_drift(
     if state.is_done("services"):
         units = state.facts.get("services", {}).get("rendered", {})
         drift += recorded_drift(target, "unit", dict(units), jobs)
+    if state.is_done("models"):
+        drift += model_drift(target, info, state.facts.get("models", {}))
     return drift
+
+
+def model_drift(target: Path, info: BundleInfo, recorded: Any) -> list[Drift]:
+    """Each model where the one rule (repro.install.deploy.models.locate_model, with the
+    --models unpack was given) finds it now, against where the models step found it
+    (state.toml): moved, gone, changed, or found now where it was missing."""
+    facts = recorded if isinstance(recorded, dict) else {}
+    models = facts.get("models_dir")
+    models_dir = Path(models) if isinstance(models, str) else None
+    found = facts.get("found", {}) if isinstance(facts.get("found"), dict) else {}
+    status = facts.get("status", {}) if isinstance(facts.get("status"), dict) else {}
+    if not status:
+        return []  # a state.toml from before repro recorded where models were found
+    out = []
+    for ref in info.models:
+        now = locate_model(ref, models_dir, target)
+        was = str(found.get(ref.name, "missing"))
+        was_status = str(status.get(ref.name, "found" if ref.name in found else "missing"))
+        here = now.path if now.found and now.path is not None else "missing"
+        if here != was or now.status != was_status:
+            expected = was if was_status == "found" else f"{was_status} ({was})"
+            out.append(Drift("model", ref.name, expected, f"{now.status} ({now.detail})"))
+    return out

@@ -30,7 +30,7 @@ from repro.errors import InstallError, PreflightError, SmokeError, UsageError
 from repro.gpu.arch import sm_name
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.hashing import sha256_file
-from repro.install.deploy.models import check_models
+from repro.install.deploy.models import ModelCheck, check_models, model_placements
 from repro.install.deploy.restore import (
     models_dir,
     path_values,
@@ -188,6 +188,7 @@ def preflight(
         venv=venv_dir(target, info),
         home=target,
         models=models_dir(target, options.models),
+        placed=placements(info, options, target),
     )
     if options.install_units and not options.no_exec:
         names = check_units(bundle_dir, where=info.top_dir)
@@ -520,12 +521,14 @@ def services(inputs: StageInputs) -> StageResult:
     """The units rendered into TARGET/services; with --install-units also installed,
     each command printed first (--no-exec: printed only)."""
     target, options = inputs.target, inputs.options
+    placed = placements(inputs.info, options, target)
     rendered = render_units(
         inputs.kept,
         target,
         venv=inputs.venv,
         home=target,
         models=models_dir(target, options.models),
+        placed=placed,
     )
     detail = f"{len(rendered)} unit(s) rendered into {layout.at(target, layout.SERVICES)}"
     installed: Mapping[str, object] = {}
@@ -540,6 +543,8 @@ def services(inputs: StageInputs) -> StageResult:
             "rendered": {
                 u.path.relative_to(target).as_posix(): sha256_file(u.path) for u in rendered
             },
+            # each found model's unit text and the place the units name for it
+            "models": dict(placed),
             **installed,
         },
         would_run=would_run,
@@ -581,18 +586,41 @@ def _install_or_show_units(
     return suffix, facts, ()
 
 
+def placements(info: BundleInfo, options: UnpackOptions, target: Path) -> dict[str, str]:
+    """Each found model's unit text and the place where the one rule found it
+    (repro.install.deploy.models.locate_model): what units and launch commands name."""
+    checks = check_models(info.models, options.models, home=target)
+    return model_placements(info.models, checks)
+
+
 def models(inputs: StageInputs) -> StageResult:
-    """Where each model the bundle references is on this box (read only)."""
+    """Where each model the bundle references is on this box (read only), by the one
+    rule the units were rendered with; state.toml records where each was found, for
+    `repro verify`."""
     checks = tuple(check_models(inputs.info.models, inputs.options.models, home=inputs.target))
-    summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
-    return StageResult(summary, models=checks)
+    summary = "; ".join(_model_line(c) for c in checks) or "no model references"
+    facts: dict[str, object] = {
+        "found": {c.name: c.path for c in checks if c.found and c.path is not None},
+        "status": {c.name: c.status for c in checks},
+    }
+    if inputs.options.models is not None:
+        facts["models_dir"] = str(inputs.options.models)
+    return StageResult(summary, facts, models=checks)
+
+
+def _model_line(check: ModelCheck) -> str:
+    if check.status == "found":
+        return f"{check.name}: found at {check.path}"
+    return f"{check.name}: {check.status}: {check.detail}"
 
 
 def smoke(inputs: StageInputs) -> StageResult:
     """The smoke ladder in the rebuilt environment; under --no-exec its launch lines
     are printed and no rung runs. A failed ladder is the result's failure."""
     options, events, target = inputs.options, inputs.events, inputs.target
-    values = path_values(target, inputs.info, options.models)
+    values = path_values(
+        target, inputs.info, options.models, placements(inputs.info, options, target)
+    )
     lines = tuple(launch_lines(inputs.info, values))
     for line in lines:
         if options.no_exec:

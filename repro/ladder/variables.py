@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from repro.ladder.types import LaunchSpec
+from repro.units.render import place_models
 
 _VARIABLE = re.compile(r"\$\{(REPRO_[A-Z]+)\}")
 
@@ -18,6 +19,7 @@ def fill_variables(launch: LaunchSpec, variables: Mapping[str, str]) -> LaunchSp
     cwd from `variables`; those it does not give stay as they are."""
 
     def fill(text: str) -> str:
+        text = place_models(text, variables)  # a model's unit text: where it was found
         return _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
     return replace(

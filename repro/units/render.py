@@ -50,6 +50,8 @@ WORD_KEYS = frozenset(
 )
 _UNSAFE_EXECUTABLE = "\"'\\$"
 _PLACEHOLDER = re.compile(r"\$\{(REPRO_[A-Z]+)\}")
+# where a model's unit text ends: what may follow a path in a unit or a command
+_TOKEN_END = r"(?=[/\s\"':;,\\]|$)"
 
 
 @dataclass(frozen=True)
@@ -199,11 +201,54 @@ def _fill_raw(text: str, values: Mapping[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
+def _tokens(values: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The model places of `values`: keys that are a unit's text for a model
+    (`${REPRO_MODELS}/<name>`, `${REPRO_HOME}/<path>`), longest first."""
+    return sorted(
+        ((k, v) for k, v in values.items() if k.startswith("${")),
+        key=lambda item: len(item[0]),
+        reverse=True,
+    )
+
+
+def _letters(index: int) -> str:
+    out = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        out = chr(ord("A") + rest) + out
+    return out
+
+
+def with_placeholders(template: str, values: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """`values` may name, besides the variables, a model's unit text (a key such as
+    `${REPRO_MODELS}/Kimi-K2.6`) with the place where the model was found: each such
+    text in `template` becomes a variable of its own (${REPRO_PLACEDA}, ...) set to that
+    place, so it is escaped and read back as the variables are."""
+    plain = {k: v for k, v in values.items() if not k.startswith("${")}
+    for index, (token, path) in enumerate(_tokens(values)):
+        name = f"REPRO_PLACED{_letters(index)}"
+        pattern = re.escape(token) + _TOKEN_END
+        template = re.sub(pattern, f"${{{name}}}", template)
+        plain[name] = path
+    return template, plain
+
+
+def place_models(text: str, values: Mapping[str, str]) -> str:
+    """`text` (a launch command's word) with each model's unit text of `values` (see
+    `with_placeholders`) replaced by the place where the model was found, as it is."""
+    for token, path in _tokens(values):
+        text = re.sub(re.escape(token) + _TOKEN_END, path.replace("\\", "\\\\"), text)
+    return text
+
+
 def render_unit_text(template: str, values: Mapping[str, str], *, source: str) -> str:
     """`template` (a bundle's unit) with ${REPRO_*} of `values` filled in, escaped for
     each setting, read back and checked; UnitPathError when systemd would read
     anything else. Lines without a variable keep their bytes; a changed setting is
-    written on one line."""
+    written on one line. A model's unit text in `values` is its place
+    (`with_placeholders`)."""
+    template, values = with_placeholders(template, values)
     for name, path in values.items():
         check_path_value(f"${{{name}}}", path)
     lines = unit_lines(template, source=source)
@@ -255,6 +300,7 @@ def render_env_text(template: str, values: Mapping[str, str], *, source: str) ->
     outside single quotes "\\", '"', "$" and "`" are escaped with a backslash (systemd's
     env-file parser and a shell both read them back); inside single quotes nothing can
     be escaped, so a path holding "'" is refused there."""
+    template, values = with_placeholders(template, values)
     for name, path in values.items():
         check_path_value(f"${{{name}}}", path)
     out: list[str] = []
@@ -316,8 +362,10 @@ def _env_escaped(path: str, state: str, name: str, where: str) -> str:
 
 def render_unit(template: str, values: dict[str, str]) -> str:
     """Fill ${REPRO_*} variables in plain text (a launch command's argv); other ${...}
-    (systemd's own) stay as they are. Unit text is rendered by `render_unit_text`,
-    which escapes each path for its setting."""
+    (systemd's own) stay as they are; a model's unit text in `values` is replaced by
+    its place (`place_models`). Unit text is rendered by `render_unit_text`, which
+    escapes each path for its setting."""
+    template = place_models(template, values)
     for name in VARIABLES:
         if name in values:
             template = template.replace(f"${{{name}}}", values[name])

@@ -162,3 +162,35 @@ def test_bad_members_are_named(
         contents[change[0]] = change[1]
     with pytest.raises(BundleFormatError, match=re.escape(message)):
         render_sbom(contents, _digests(contents))
+
+
+def test_each_model_is_a_machine_learning_model_component() -> None:
+    from cyclonedx.model.component import ComponentType
+
+    from tests.support.bundles import MINIMAL_BUNDLE_TOML as toml
+
+    digest = "6" * 64
+    models = (
+        b'\n[[models]]\nname = "drafter"\nrole = "drafter"\nrepo_id = "org/eagle"\n'
+        b'revision = "abc1234"\nlocal_path = "models/drafter"\ntotal_bytes = 10\n'
+        b'file_count = 1\nsmall_files = { "config.json" = "' + digest.encode() + b'" }\n'
+        b'\n[[models]]\nname = "Kimi-K2.6"\nrole = "target"\nlocal_path = "/models/Kimi-K2.6"\n'
+        b"total_bytes = 0\nfile_count = 0\npresent = false\n"
+    )
+    contents = {**_contents(), "bundle.toml": toml + models}
+    text = render_sbom(contents, _digests(contents)).decode()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    found = {c["name"]: c for c in json.loads(text)["components"]}
+    drafter, kimi = found["drafter"], found["Kimi-K2.6"]
+    assert drafter["type"] == kimi["type"] == ComponentType.MACHINE_LEARNING_MODEL.value
+    (config,) = drafter["components"]
+    assert config["name"] == "config.json"
+    assert config["hashes"] == [{"alg": "SHA-256", "content": digest}]
+    assert (
+        drafter["externalReferences"][0]["url"] == "https://huggingface.co/org/eagle/tree/abc1234"
+    )
+    props = {p["name"]: p["value"] for p in drafter["properties"]}
+    assert props["repro:repo-id"] == "org/eagle" and props["repro:revision"] == "abc1234"
+    assert props["repro:weights"] == "not pinned"
+    kimi_props = {p["name"]: p["value"] for p in kimi["properties"]}
+    assert kimi_props["repro:present-when-packed"] == "false"

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
+from repro.bundle.modelplace import dir_name, unit_token
+from repro.bundle.modelplace import fetch_command as modelplace_fetch
 from repro.errors import SmallFileRefused
 from repro.smallfile import small_file_sha256
 
@@ -25,11 +27,16 @@ SMALL_FILE_LIMIT = 1 << 20
 
 @dataclass(frozen=True)
 class ModelCheck:
+    """Where one model is on this box (the one rule, `locate_model`): `path` is where
+    it was found (found, different), or where to put it (missing)."""
+
     name: str
     status: ModelStatus
     path: str | None
     detail: str
     fetch: str | None
+    found: bool = False  # `path` holds the model (found or different): units name it
+    present_when_packed: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,25 +45,56 @@ class ModelCheck:
             "path": self.path,
             "detail": self.detail,
             "fetch": self.fetch,
+            "found": self.found,
+            "present_when_packed": self.present_when_packed,
         }
 
 
-def _hf_cache() -> Path:
+def hf_caches() -> list[Path]:
+    """The Hugging Face hub caches, each once: $HF_HUB_CACHE, $HF_HOME/hub,
+    ~/.cache/huggingface/hub."""
+    found: list[Path] = []
     if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
-    return Path(home) / "hub"
+        found.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        found.append(Path(os.environ["HF_HOME"]) / "hub")
+    found.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return list(dict.fromkeys(found))
+
+
+def _cache_snapshots(ref: ModelRef) -> list[Path]:
+    """The snapshots of the model in the Hugging Face caches: its revision's, else the
+    one refs/main names, else every one."""
+    if not ref.repo_id:
+        return []
+    out: list[Path] = []
+    for cache in hf_caches():
+        repo = cache / f"models--{ref.repo_id.replace('/', '--')}"
+        snapshots = repo / "snapshots"
+        if ref.revision:
+            if "/" not in ref.revision and ref.revision not in (".", ".."):
+                out.append(snapshots / ref.revision)
+            continue
+        try:
+            main = (repo / "refs" / "main").read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            main = ""
+        if main and "/" not in main and main not in (".", ".."):
+            out.append(snapshots / main)
+        elif snapshots.is_dir():
+            out.extend(sorted(snapshots.iterdir()))
+    return out
 
 
 def candidates(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> list[Path]:
-    """Where the weights may be: --models, the model's place in the restored workspace
-    (a model packed from inside it) or its absolute path (one from outside), the HF cache.
-    A relative local_path is never looked up against the current directory."""
+    """Where the model may be, in this order: --models, its recorded path (its place in
+    the restored workspace for a model packed from inside it, its absolute path for one
+    from outside), the Hugging Face caches (by repo_id and revision), TARGET/models
+    (`home` is the target). A relative local_path is never looked up against the
+    current directory."""
     out: list[Path] = []
     if models_dir is not None:
-        out.append(models_dir / ref.name)
-        if ref.local_path:
-            out.append(models_dir / Path(ref.local_path).name)
+        out += [models_dir / dir_name(ref), models_dir / ref.name]
         if ref.repo_id:
             out.append(models_dir / ref.repo_id.split("/")[-1])
     if ref.local_path and ref.in_workspace:
@@ -64,23 +102,42 @@ def candidates(ref: ModelRef, models_dir: Path | None, home: Path | None = None)
             out.append(home / ref.local_path)
     elif ref.local_path:
         out.append(Path(ref.local_path))
-    if ref.repo_id:
-        snapshots = _hf_cache() / f"models--{ref.repo_id.replace('/', '--')}" / "snapshots"
-        if ref.revision:
-            out.append(snapshots / ref.revision)
-        elif snapshots.is_dir():
-            out.extend(sorted(snapshots.iterdir()))
-    return out
+    out += _cache_snapshots(ref)
+    if home is not None:
+        out += [
+            layout.at(home, layout.MODELS) / dir_name(ref),
+            layout.at(home, layout.MODELS) / ref.name,
+        ]
+    return list(dict.fromkeys(out))
+
+
+def default_place(ref: ModelRef, models_dir: Path | None, home: Path | None) -> Path | None:
+    """Where a model found nowhere goes: where its unit names it (${REPRO_HOME}/<path>,
+    ${REPRO_MODELS}/<name>); None for a repository id (the Hugging Face cache)."""
+    if ref.in_workspace and ref.local_path:
+        return home / ref.local_path if home is not None else None
+    if not ref.local_path:
+        return None
+    base = (
+        models_dir
+        if models_dir is not None
+        else (layout.at(home, layout.MODELS) if home is not None else Path(layout.MODELS))
+    )
+    return base / dir_name(ref)
 
 
 def fetch_command(
-    ref: ModelRef, models_dir: Path | None, *, into: Path | None = None
+    ref: ModelRef, models_dir: Path | None, *, into: Path | None = None, home: Path | None = None
 ) -> str | None:
+    """`hf download REPO --revision REV --local-dir PATH` into where the unit expects
+    the model (or `into`); None where its identity is unknown."""
     if not ref.repo_id:
         return None
-    dest = into or (models_dir or Path(layout.MODELS)) / ref.name
-    revision = f" --revision {ref.revision}" if ref.revision else ""
-    return f"huggingface-cli download {ref.repo_id}{revision} --local-dir {dest}"
+    dest = into or default_place(ref, models_dir, home)
+    if dest is None:  # a repository id: into the Hugging Face cache
+        revision = f" --revision {ref.revision}" if ref.revision else ""
+        return f"hf download {ref.repo_id}{revision}"
+    return modelplace_fetch(ref, str(dest))
 
 
 def _missing_weights(ref: ModelRef, candidate: Path) -> list[str]:
@@ -125,11 +182,35 @@ def _differing_small_files(ref: ModelRef, candidate: Path) -> list[str]:
     return out
 
 
-def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
-    fetch = fetch_command(ref, models_dir)
+def _holds_files(candidate: Path) -> bool:
+    try:
+        return any(True for _ in candidate.iterdir())
+    except OSError:
+        return False
+
+
+def locate_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
+    """The one rule for where a model is, used by unpack's models step, the units it
+    renders and `repro verify`: the first of `candidates` that holds it. Found: the
+    units name that place. Nowhere: `missing`, with where to put it and the command
+    that fetches it."""
     partial: ModelCheck | None = None
+    known = bool(ref.small_files or ref.large_files)
     for candidate in candidates(ref, models_dir, home):
         if not candidate.is_dir():
+            continue
+        if not known:
+            # not present when packed: nothing to compare, a directory with files is it
+            if _holds_files(candidate):
+                return ModelCheck(
+                    ref.name,
+                    "found",
+                    str(candidate),
+                    "not present when packed: no files recorded to compare",
+                    None,
+                    found=True,
+                    present_when_packed=ref.present,
+                )
             continue
         weights = _missing_weights(ref, candidate)
         if weights:
@@ -141,7 +222,8 @@ def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None
                 f"{candidate} holds the model's small files but not its weights: "
                 f"{len(weights)} of {len(ref.large_files)} weight file(s) missing "
                 f"({size / 2**30:.2f} GiB in all): " + ", ".join(weights[:5]),
-                fetch_command(ref, models_dir, into=candidate),
+                fetch_command(ref, models_dir, into=candidate, home=home),
+                present_when_packed=ref.present,
             )
             continue
         different = _differing_small_files(ref, candidate)
@@ -150,9 +232,11 @@ def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None
                 ref.name,
                 "different",
                 str(candidate),
-                f"{len(different)} small file(s) differ or are missing: "
+                f"{candidate}: {len(different)} small file(s) differ or are missing: "
                 + ", ".join(different[:5]),
-                fetch,
+                fetch_command(ref, models_dir, into=candidate, home=home),
+                found=True,
+                present_when_packed=ref.present,
             )
         return ModelCheck(
             ref.name,
@@ -160,20 +244,58 @@ def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None
             str(candidate),
             f"{len(ref.small_files)} small file(s) match",
             None,
+            found=True,
+            present_when_packed=ref.present,
         )
     if partial is not None:
         return partial
+    return _nowhere(ref, models_dir, home)
+
+
+def _nowhere(ref: ModelRef, models_dir: Path | None, home: Path | None) -> ModelCheck:
+    place = default_place(ref, models_dir, home)
+    fetch = fetch_command(ref, models_dir, home=home)
+    looked = "--models, " if models_dir is not None else ""
+    size = (
+        f"{ref.file_count} files, {ref.total_bytes / 2**30:.2f} GiB"
+        if ref.present
+        else "not present when packed"
+    )
+    where = f"put it at {place}" if place is not None else "put it in the Hugging Face cache"
+    how = (
+        f"; fetch it: {fetch}"
+        if fetch
+        else "; its identity is unknown: copy the model there from where it came from"
+    )
     return ModelCheck(
         ref.name,
         "missing",
-        None,
-        f"not under --models, its recorded path or the Hugging Face cache "
-        f"({ref.file_count} files, {ref.total_bytes / 2**30:.2f} GiB)",
+        str(place) if place is not None else None,
+        f"not under {looked}its recorded path ({ref.local_path or ref.repo_id}), the "
+        f"Hugging Face cache or TARGET/models ({size}): {where}{how}",
         fetch,
+        present_when_packed=ref.present,
     )
+
+
+def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
+    return locate_model(ref, models_dir, home)
 
 
 def check_models(
     refs: Sequence[ModelRef], models_dir: Path | None, *, home: Path | None = None
 ) -> list[ModelCheck]:
-    return [check_model(ref, models_dir, home) for ref in refs]
+    return [locate_model(ref, models_dir, home) for ref in refs]
+
+
+def model_placements(refs: Sequence[ModelRef], checks: Sequence[ModelCheck]) -> dict[str, str]:
+    """The unit text of each model found (`unit_token`) and the place it was found: the
+    values the units and launch commands are rendered with (repro.units.render places
+    them), so the unit names the place where the model is. A model found nowhere is
+    not here: its unit keeps ${REPRO_MODELS}/<name> (or ${REPRO_HOME}/<path>)."""
+    out: dict[str, str] = {}
+    for ref, check in zip(refs, checks, strict=True):
+        token = unit_token(ref)
+        if token is not None and check.found and check.path is not None:
+            out[token] = check.path
+    return out

@@ -33,12 +33,16 @@ def models_dir(target: Path, models: Path | None) -> Path:
     return models if models is not None else layout.at(target, layout.MODELS)
 
 
-def path_values(target: Path, info: BundleInfo, models: Path | None) -> dict[str, str]:
-    """The values of the variables units and launch commands are written with."""
+def path_values(
+    target: Path, info: BundleInfo, models: Path | None, placed: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The values of the variables units and launch commands are written with, and
+    (`placed`) each found model's unit text with the place where it was found."""
     return {
         "REPRO_VENV": str(venv_dir(target, info)),
         "REPRO_HOME": str(target),
         "REPRO_MODELS": str(models_dir(target, models)),
+        **(placed or {}),
     }
 
 

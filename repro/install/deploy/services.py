@@ -9,6 +9,7 @@ has set in one of them on an earlier run is kept when it is rendered again.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,11 +163,19 @@ class _UnitText:
 
 
 def _render_texts(
-    bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
+    bundle: Path,
+    target: Path,
+    *,
+    venv: Path,
+    home: Path,
+    models: Path | None,
+    placed: Mapping[str, str] | None = None,
 ) -> list[_UnitText]:
     """Every unit and environment file with the target's paths, escaped and read back
     (repro.units.render); reads only, so a path systemd would read otherwise is refused
-    before anything is written."""
+    before anything is written. `placed`: each found model's unit text and the place
+    where it was found (repro.install.deploy.models.model_placements), which the unit
+    names instead."""
     source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
@@ -174,6 +183,7 @@ def _render_texts(
     values = {"REPRO_VENV": str(venv), "REPRO_HOME": str(home)}
     if models is not None:
         values["REPRO_MODELS"] = str(models)
+    values.update(placed or {})
     texts: list[_UnitText] = []
     for unit in sorted(p for p in source.iterdir() if p.is_file()):
         member = layout.unit(unit.name)
@@ -192,20 +202,34 @@ def _render_texts(
 
 
 def check_rendering(
-    bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
+    bundle: Path,
+    target: Path,
+    *,
+    venv: Path,
+    home: Path,
+    models: Path | None,
+    placed: Mapping[str, str] | None = None,
 ) -> None:
     """Refuse (exit 2), before anything is written, a target whose paths cannot be
     written into the bundle's units as systemd would read them back."""
-    _render_texts(bundle, target, venv=venv, home=home, models=models)
+    _render_texts(bundle, target, venv=venv, home=home, models=models, placed=placed)
 
 
 def render_units(
-    bundle: Path, target: Path, *, venv: Path, home: Path, models: Path | None
+    bundle: Path,
+    target: Path,
+    *,
+    venv: Path,
+    home: Path,
+    models: Path | None,
+    placed: Mapping[str, str] | None = None,
 ) -> list[RenderedUnit]:
     """The bundle's units and their environment files written under TARGET/services
-    with the target's paths; a value the operator set in an environment file is kept."""
+    with the target's paths (each found model at the place where it was found); a
+    value the operator set in an environment file is kept."""
     rendered: list[RenderedUnit] = []
-    for unit in _render_texts(bundle, target, venv=venv, home=home, models=models):
+    texts = _render_texts(bundle, target, venv=venv, home=home, models=models, placed=placed)
+    for unit in texts:
         for dest, content in unit.env_files:
             if dest.is_file():
                 content = _keep_provided(content, dest.read_text(encoding="utf-8"))

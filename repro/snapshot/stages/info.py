@@ -22,7 +22,7 @@ from repro.snapshot.stages.output import Target
 from repro.snapshot.stages.workspace import WorkspaceParts, launch
 from repro.snapshot.vault.build import VaultReport
 from repro.snapshot.workspace.models import ModelReference
-from repro.snapshot.write.reproduce import PatchSummary, ReproduceFacts
+from repro.snapshot.write.reproduce import PatchSummary, ReproduceFacts, model_entry
 
 _PLAIN_WORD = re.compile(r"[\w@%+=:,./${}-]+")
 
@@ -61,9 +61,10 @@ def _model_ref(ref: ModelReference) -> ModelRef:
         file_count=ref.file_count,
         repo_id=ref.repo_id,
         revision=ref.revision,
-        local_path=ref.local_path,
+        local_path=ref.local_path or None,
         small_files=dict(ref.small_files),
         large_files=dict(ref.large_files),
+        present=ref.present,
     )
 
 
@@ -142,12 +143,7 @@ def reproduce_facts(
         launch_lines.append(
             (f"{command.name} ({command.engine}, port {command.port}; {origin})", text)
         )
-    model_lines = [
-        f"{m.name} ({m.role}): {m.repo_id or m.local_path}"
-        + (f" @ {m.revision}" if m.revision else "")
-        + f", {m.file_count} files, {m.total_bytes / 2**30:.2f} GiB"
-        for m in workspace.models
-    ]
+    model_lines = [model_entry(m) for m in info.models]
     return ReproduceFacts(
         name=info.name,
         version=info.version,

@@ -28,7 +28,15 @@ from repro.snapshot.workspace.leftout import (
     uncovered_entries,
     weights_left_out,
 )
-from repro.snapshot.workspace.models import ModelReference, describe_model
+from repro.snapshot.workspace.models import (
+    ModelReference,
+    absent_model,
+    absent_warning,
+    describe_model,
+    hf_cache_dirs,
+    hub_model,
+    infer_identities,
+)
 
 _PORT = re.compile(r"--port[ =](\d+)")
 
@@ -61,7 +69,7 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
         rel = link.relative_to(source).as_posix()
         kind: LeftOutKind = "bad-name" if uncarried_name(rel) else "not-a-file"
         left_out.append(LeftOut(printable_path(rel), refusal, kind))
-    left_out += weights_left_out([m for m in models if not m.local_path.startswith("/")])
+    left_out += weights_left_out([m for m in models if _inside(m)])
     carried, credentials = split_secrets(sized, source, secret_values)
     warnings += [f"{source / item.path}: {item.reason}" for item in credentials]
     left_out += credentials
@@ -70,7 +78,7 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
         layout.at(source, layout.SERVICES),
         layout.at(source, layout.PATCHES),
     ]
-    covered += [source / m.local_path for m in models if not m.local_path.startswith("/")]
+    covered += [source / m.local_path for m in models if _inside(m)]
     if config.patches.workspace is not None:
         covered.append(config.patches.workspace.dir)
     left_out += uncovered_entries(source, covered)
@@ -89,37 +97,37 @@ def _models(
     units: Sequence[unitcapture.CapturedUnit] = (),
     secret_values: Sequence[str] = (),
 ) -> tuple[list[ModelReference], list[str]]:
-    """References of repro.toml's [models], the workspace's drafter/, and each model
-    directory a unit's ExecStart= names (by its directory name); with warnings."""
+    """References of repro.toml's [models], the workspace's drafter/, and every model a
+    unit's ExecStart= names (by its directory name), there or not; with warnings. A
+    model absent here is recorded as not present, its identity inferred where the
+    workspace says it (repro.snapshot.workspace.models.infer_identities)."""
     refs: list[ModelReference] = []
     drafter = config.models.drafter
     if drafter is None and (options.source / "drafter").is_dir():
         drafter = options.source / "drafter"
+
+    def describe(path: Path, name: str, role: str) -> ModelReference:
+        if not path.is_dir():
+            return absent_model(str(path), name=name, role=role, workspace=options.source)
+        return describe_model(
+            path, name=name, role=role, workspace=options.source, secret_values=secret_values
+        )
+
     if drafter is not None:
-        refs.append(
-            describe_model(
-                drafter,
-                name="drafter",
-                role="drafter",
-                workspace=options.source,
-                secret_values=secret_values,
-            )
-        )
+        refs.append(describe(drafter, "drafter", "drafter"))
     for name, path in sorted(config.models.others.items()):
-        refs.append(
-            describe_model(
-                path,
-                name=name,
-                role="target",
-                workspace=options.source,
-                secret_values=secret_values,
-            )
-        )
+        refs.append(describe(path, name, "target"))
+    cache = hf_cache_dirs()
+    for name, repo_id in sorted(config.models.hub.items()):
+        refs.append(hub_model(repo_id, name=name, role="target", caches=cache))
     known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
+    hub_ids = set(config.models.hub.values())
     names = {ref.name for ref in refs}
     warnings: list[str] = []
     for model in unitcapture.models_named_by_units(units):
-        if _resolved(model.path) in known:
+        if model.repo_id is not None and model.repo_id in hub_ids:
+            continue
+        if model.repo_id is None and _resolved(model.path) in known:
             continue
         if model.name in names:
             warnings.append(
@@ -127,20 +135,24 @@ def _models(
                 f"{model.name!r}; not referenced (name it in repro.toml [models])"
             )
             continue
-        refs.append(
-            describe_model(
-                model.path,
-                name=model.name,
-                role=model.role,
-                workspace=options.source,
-                secret_values=secret_values,
-            )
-        )
-        known.add(_resolved(model.path))
+        if model.repo_id is not None:
+            refs.append(hub_model(model.repo_id, name=model.name, role=model.role, caches=cache))
+            hub_ids.add(model.repo_id)
+        else:
+            refs.append(describe(model.path, model.name, model.role))
+            known.add(_resolved(model.path))
         names.add(model.name)
+    refs = infer_identities(refs)
     for ref in refs:
         warnings += ref.warnings()
+        if not ref.present:
+            warnings.append(absent_warning(ref))
     return refs, warnings
+
+
+def _inside(model: ModelReference) -> bool:
+    """The model was recorded relative to the workspace (a repository id has no path)."""
+    return bool(model.local_path) and not model.local_path.startswith("/")
 
 
 def _resolved(path: Path) -> Path:

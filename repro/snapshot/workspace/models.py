@@ -14,10 +14,11 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repro.errors import InputError, SmallFileRefused
+from repro.servecmd import HUB_ID
 from repro.smallfile import small_file_sha256
 from repro.snapshot.workspace.files import secret_in_file
 
@@ -48,6 +49,8 @@ class ModelReference:
     large_files: tuple[tuple[str, int], ...] = ()
     # (path in the model directory, why) of files not described or not copied
     refused: tuple[tuple[str, str], ...] = ()
+    present: bool = True  # False: the place the unit named held nothing when packed
+    identity_from: str | None = None  # where repo_id was inferred from, for the report
 
     def warnings(self) -> list[str]:
         where = self.local_path.rstrip("/")
@@ -68,6 +71,8 @@ class ModelReference:
             table["repo_id"] = self.repo_id
         if self.revision:
             table["revision"] = self.revision
+        if not self.present:
+            table["present"] = False
         return table
 
 
@@ -195,3 +200,148 @@ def _link_homes(model_dir: Path, workspace: Path | None) -> list[Path]:
     if workspace is not None:
         homes.append(workspace.resolve())
     return homes
+
+
+def absent_model(
+    path: str, *, name: str, role: str, workspace: Path | None = None
+) -> ModelReference:
+    """A model the unit names at `path` that was not there when packed: its name, the
+    path, and the identity its path says (the Hugging Face cache layout
+    models--org--name/snapshots/<rev>); present = False."""
+    match = _HF_SNAPSHOT.search(path)
+    repo_id = f"{match.group('org')}/{match.group('name')}" if match else None
+    where = recorded_path(Path(path), workspace) if path.startswith("/") else path
+    return ModelReference(
+        name=name,
+        role=role,
+        local_path=where,
+        repo_id=repo_id,
+        revision=match.group("rev") if match else None,
+        total_bytes=0,
+        file_count=0,
+        small_files=(),
+        copied=(),
+        present=False,
+        identity_from="its path (the Hugging Face cache layout)" if match else None,
+    )
+
+
+def hf_cache_dirs() -> tuple[Path, ...]:
+    """The Hugging Face hub caches of this box, each once: $HF_HUB_CACHE, $HF_HOME/hub,
+    ~/.cache/huggingface/hub."""
+    found: list[Path] = []
+    if os.environ.get("HF_HUB_CACHE"):
+        found.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        found.append(Path(os.environ["HF_HOME"]) / "hub")
+    found.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return tuple(dict.fromkeys(found))
+
+
+def hub_model(repo_id: str, *, name: str, role: str, caches: Sequence[Path] = ()) -> ModelReference:
+    """A model a unit names by its repository id: the snapshot a Hugging Face cache of
+    `caches` holds (refs/main) described, else an absent reference with repo_id."""
+    for cache in caches:
+        repo = cache / f"models--{repo_id.replace('/', '--')}"
+        revision = _read_ref(repo / "refs" / "main")
+        snapshot = repo / "snapshots" / revision if revision else None
+        if snapshot is not None and snapshot.is_dir():
+            ref = describe_model(snapshot, name=name, role=role)
+            return replace(ref, repo_id=repo_id, revision=revision)
+    return ModelReference(
+        name=name,
+        role=role,
+        local_path="",
+        repo_id=repo_id,
+        revision=None,
+        total_bytes=0,
+        file_count=0,
+        small_files=(),
+        copied=(),
+        present=False,
+        identity_from="the launch command (a repository id)",
+    )
+
+
+def _read_ref(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if re.fullmatch(r"[0-9a-f]{7,64}", text) else None
+
+
+def card_base_models(model_dir: Path) -> tuple[str, ...]:
+    """The `base_model:` a model card's front matter (README.md between `---` lines)
+    names: one value, or a YAML list of them; repository ids only."""
+    card = model_dir / "README.md"
+    try:
+        if not card.is_file() or card.stat().st_size > SMALL_FILE_LIMIT:
+            return ()
+        lines = card.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ()
+    if not lines or lines[0].strip() != "---":
+        return ()
+    found: list[str] = []
+    in_list = False
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith((" ", "\t", "-")):
+            in_list = key.strip() == "base_model" and not value.strip()
+            if key.strip() == "base_model" and value.strip():
+                found.append(value.strip())
+            continue
+        if in_list and line.strip().startswith("- "):
+            found.append(line.strip()[2:].strip())
+    ids = (v.strip("'\"") for v in found)
+    return tuple(v for v in ids if HUB_ID.fullmatch(v))
+
+
+def infer_identities(refs: Sequence[ModelReference]) -> list[ModelReference]:
+    """Absent models without an identity get one where the workspace says it: a drafter
+    card's `base_model:` whose name is the absent model's (or the one base model, when
+    exactly one target is absent)."""
+    bases = [
+        (base, ref.name)
+        for ref in refs
+        if ref.role == "drafter" and ref.present
+        for base in _drafter_bases(ref)
+    ]
+    absent = [r for r in refs if not r.present and r.repo_id is None and r.role == "target"]
+    out: list[ModelReference] = []
+    for ref in refs:
+        if ref in absent:
+            named = [b for b in bases if b[0].split("/")[-1].lower() == ref.name.lower()]
+            if not named and len(absent) == 1 and len({b[0] for b in bases}) == 1:
+                named = bases[:1]
+            if named:
+                base, drafter = named[0]
+                ref = replace(
+                    ref, repo_id=base, identity_from=f"the base_model: of {drafter}'s model card"
+                )
+        out.append(ref)
+    return out
+
+
+def _drafter_bases(ref: ModelReference) -> tuple[str, ...]:
+    card = next((path for name, path in ref.copied if name == "README.md"), None)
+    return card_base_models(card.parent) if card is not None else ()
+
+
+def absent_warning(ref: ModelReference) -> str:
+    """The pack report's line for a model not present when packed."""
+    where = f"at {ref.local_path}" if ref.local_path else "by its repository id"
+    identity = (
+        f"; identity {ref.repo_id}"
+        + (f" @ {ref.revision}" if ref.revision else "")
+        + (f" (from {ref.identity_from})" if ref.identity_from else "")
+        if ref.repo_id
+        else "; identity unknown (name it in repro.toml [models] as org/name)"
+    )
+    return (
+        f"model {ref.name!r} ({ref.role}): a unit names it {where}, not present when "
+        f"packed: recorded as a reference without files{identity}"
+    )

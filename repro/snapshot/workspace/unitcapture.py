@@ -24,7 +24,7 @@ from repro.bundle import layout
 from repro.bundle.info import LaunchCommand, Role
 from repro.errors import InputError, PortNotANumber
 from repro.redaction import is_secret_name, scrub_text, secret_assignment
-from repro.servecmd import model_arguments, serve_command
+from repro.servecmd import is_hub_id, model_arguments, serve_command
 from repro.snapshot.workspace.unitsecrets import CleanUnit, TakenSecret, clean_unit
 from repro.units.command import ServiceExec, parse_service
 from repro.units.dropin import REQUIRED_MARK, dropin_member, render_dropin
@@ -81,9 +81,14 @@ def _longest_first(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], .
 class UnitModel:
     """A model directory a unit's ExecStart= names, as it is on the source."""
 
-    path: Path
+    path: Path  # the directory (for a repository id: the id as a relative path)
     role: Role
     name: str  # the directory's name: ${REPRO_MODELS}/<name> on the target
+    repo_id: str | None = None  # the command names a repository id, not a path
+
+    @property
+    def present(self) -> bool:
+        return self.repo_id is None and self.path.is_dir()
 
 
 @dataclass(frozen=True)
@@ -193,13 +198,20 @@ def _verify_with_systemd(path: Path, timeout: float = 30) -> list[str]:
 
 
 def unit_models(service: ServiceExec) -> tuple[UnitModel, ...]:
-    """The model directories a command names that exist here, each once: the values of
-    the model flags (repro.servecmd.MODEL_FLAGS) and vLLM's positional model."""
+    """Every model a command names, each once, there or not: the values of the model
+    flags (repro.servecmd.MODEL_FLAGS) and the positional model of `vllm serve` and
+    `transformers serve`, as absolute paths, or repository ids (`org/name` that is no
+    path here)."""
     found: dict[Path, UnitModel] = {}
     for argument in model_arguments(service.argv):
         path = Path(os.path.normpath(argument.value))
-        if path.is_absolute() and path.is_dir() and path not in found:
+        if path in found:
+            continue
+        if path.is_absolute() and path != Path("/"):
             found[path] = UnitModel(path, argument.role, path.name)
+        elif is_hub_id(argument.value):
+            name = argument.value.split("/")[-1]
+            found[path] = UnitModel(path, argument.role, name, repo_id=argument.value)
     return tuple(found.values())
 
 

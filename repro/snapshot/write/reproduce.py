@@ -14,6 +14,9 @@ from importlib import resources
 from shlex import quote
 from string import Template
 
+from repro.bundle import layout
+from repro.bundle.info import ModelRef
+from repro.bundle.modelplace import dir_name, expected_place, fetch_command
 from repro.bundle.signing import FAILURES, NAMESPACE
 
 
@@ -49,6 +52,40 @@ class ReproduceFacts:
 
 class _ShellTemplate(Template):
     delimiter = "@@"
+
+
+def model_entry(ref: ModelRef) -> str:
+    """One model of REPRODUCE.md: identity and revision, size and file count, pinned
+    or not, where the unit expects it, the command that fetches it."""
+    identity = ref.repo_id or "identity unknown"
+    revision = f" @ {ref.revision}" if ref.revision else " (no revision recorded)"
+    if ref.present:
+        size = f"{ref.total_bytes / 2**30:.2f} GiB in {ref.file_count} files"
+    else:
+        size = "not present when packed: size and files unknown"
+    pins = getattr(ref, "weights", ())
+    pinned = f"pinned ({len(pins)} weight file(s) by sha256)" if pins else "not pinned"
+    dest = (
+        f"TARGET/{ref.local_path}"
+        if ref.in_workspace
+        else f"TARGET/{layout.MODELS}/{dir_name(ref)}"
+        if ref.local_path
+        else ""
+    )
+    fetch = fetch_command(ref, dest) if ref.repo_id else None
+    if fetch is None:
+        fetch_line = "fetch: identity unknown; copy the model there from where it came from"
+    else:
+        fetch_line = f"fetch: `{fetch}`"
+    recorded = f", recorded at {ref.local_path}" if ref.local_path else ""
+    return "\n".join(
+        [
+            f"**{ref.name}** ({ref.role}): {identity}{revision}{recorded}",
+            f"  - {size}; {pinned}",
+            f"  - the unit expects it at {expected_place(ref)}",
+            f"  - {fetch_line}",
+        ]
+    )
 
 
 def _template_text(name: str) -> str:

@@ -53,3 +53,71 @@ def test_select_files_refuses_secrets_and_escapes(tmp_path: Path) -> None:
         select_files(tmp_path, ["../x"])
     with pytest.raises(ConfigError, match="matches nothing"):
         select_files(tmp_path, ["nothing*"])
+
+
+# --- models a unit names that pack does not find, and their identity ----------------
+
+SEED_CARD = """---
+license: other
+base_model: moonshotai/Kimi-K2.6
+tags:
+- eagle
+---
+# drafter
+"""
+
+
+def test_a_drafter_cards_base_model_names_the_absent_target(tmp_path: Path) -> None:
+    from repro.snapshot.workspace.models import absent_model, card_base_models, infer_identities
+
+    drafter = tmp_path / "models" / "drafter"
+    drafter.mkdir(parents=True)
+    (drafter / "README.md").write_text(SEED_CARD)
+    (drafter / "config.json").write_text("{}")
+    assert card_base_models(drafter) == ("moonshotai/Kimi-K2.6",)
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "README.md").write_text("---\nbase_model:\n  - org/a\n  - 'org/b'\n---\n")
+    assert card_base_models(listed) == ("org/a", "org/b")
+    refs = [
+        describe_model(drafter, name="drafter", role="drafter", workspace=tmp_path),
+        absent_model("/models/Kimi-K2.6", name="Kimi-K2.6", role="target", workspace=tmp_path),
+    ]
+    _, target = infer_identities(refs)
+    assert (target.present, target.local_path, target.repo_id) == (
+        False,
+        "/models/Kimi-K2.6",
+        "moonshotai/Kimi-K2.6",
+    )
+    assert target.to_toml()["present"] is False
+    assert target.identity_from == "the base_model: of drafter's model card"
+
+
+def test_an_absent_path_in_the_hf_cache_layout_says_its_identity() -> None:
+    from repro.snapshot.workspace.models import absent_model
+
+    rev = "a" * 40
+    ref = absent_model(
+        f"/cache/hub/models--org--big/snapshots/{rev}", name=rev, role="target", workspace=None
+    )
+    assert (ref.repo_id, ref.revision, ref.present) == ("org/big", rev, False)
+
+
+def test_a_repository_id_is_described_from_the_local_cache(tmp_path: Path) -> None:
+    from repro.snapshot.workspace.models import hub_model
+
+    rev = "b" * 40
+    repo = tmp_path / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    data = b'{"model_type": "llama"}'
+    digest = hashlib.sha256(data).hexdigest()
+    (repo / "blobs" / digest).write_bytes(data)
+    (repo / "snapshots" / rev).mkdir(parents=True)
+    (repo / "snapshots" / rev / "config.json").symlink_to(f"../../blobs/{digest}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    found = hub_model("org/tiny", name="tiny", role="target", caches=[tmp_path])
+    assert (found.present, found.repo_id, found.revision) == (True, "org/tiny", rev)
+    assert dict(found.small_files) == {"config.json": digest}
+    absent = hub_model("org/none", name="none", role="target", caches=[tmp_path])
+    assert (absent.present, absent.repo_id, absent.local_path) == (False, "org/none", "")

@@ -131,12 +131,12 @@ CAPTURE_CASES = [
         [("out", "target", "Qwen3-8B")],
     ),
     (
-        "a repository id stays as it is",
+        "a repository id stays as it is, and is referenced",
         "ExecStart={venv}/bin/vllm serve Qwen/Qwen3-8B --port 8100",
         "vllm",
         8100,
         "${REPRO_VENV}/bin/vllm serve Qwen/Qwen3-8B --port 8100",
-        [],
+        [("Qwen/Qwen3-8B", "target", "Qwen3-8B")],
     ),
     (
         "model path through Environment=",
@@ -149,12 +149,12 @@ CAPTURE_CASES = [
         [("out", "target", "Qwen3-8B")],
     ),
     (
-        "a model path that is not here: templated, not referenced",
+        "a model path that is not here: templated and referenced (absent)",
         "ExecStart={venv}/bin/python -m sglang.launch_server --model-path /nonexistent/llama",
         "sglang",
         30000,
         "${REPRO_VENV}/bin/python -m sglang.launch_server --model-path ${REPRO_MODELS}/llama",
-        [],
+        [("/nonexistent/llama", "target", "llama")],
     ),
     (
         "any command with --port",
@@ -199,7 +199,7 @@ def test_a_server_unit_gives_a_launch_command(
     assert launch.cwd == "${REPRO_HOME}"
     assert str(tmp_path) not in captured.content.decode()
     assert [(m.path, m.role, m.name) for m in captured.models] == [
-        (paths[key], role, name) for key, role, name in models
+        (paths.get(key, Path(key)), role, name) for key, role, name in models
     ]
 
 

@@ -172,3 +172,27 @@ def test_setup_env_outside_a_bundle_refuses_naming_the_manifest(tmp_path: Path) 
     assert proc.returncode == 1
     assert f"{tmp_path}/MANIFEST.sha256: missing; this is not a whole bundle" in proc.stderr
     assert not (tmp_path / "target").exists()
+
+
+def test_every_model_is_listed_with_its_identity_place_and_fetch_command() -> None:
+    from repro.bundle.info import ModelRef
+    from repro.snapshot.write.reproduce import model_entry
+
+    absent = ModelRef(
+        "Kimi-K2.6",
+        "target",
+        0,
+        0,
+        repo_id="moonshotai/Kimi-K2.6",
+        local_path="/models/Kimi-K2.6",
+        present=False,
+    )
+    text = model_entry(absent)
+    assert "**Kimi-K2.6** (target): moonshotai/Kimi-K2.6 (no revision recorded)" in text
+    assert "not present when packed" in text and "not pinned" in text
+    assert "${REPRO_MODELS}/Kimi-K2.6: TARGET/models/Kimi-K2.6" in text
+    assert "`hf download moonshotai/Kimi-K2.6 --local-dir TARGET/models/Kimi-K2.6`" in text
+    drafter = ModelRef("drafter", "drafter", 3 << 30, 4, local_path="models/drafter")
+    text = model_entry(drafter)
+    assert "3.00 GiB in 4 files" in text and "TARGET/models/drafter (${REPRO_HOME}" in text
+    assert "identity unknown" in text
