@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ import tomli_w
 from repro import _toml
 from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.tomltable import TomlTable, choice, is_int
+from repro.bundle.weights import WeightPin, dump_pins, load_pins
 from repro.errors import BundleFormatError
 
 # The longest a ladder may wait for a server (a day): `inf` or 1e300 would wait for ever.
@@ -108,6 +109,9 @@ class ModelRef:
     local_path: str | None = None
     small_files: Mapping[str, str] = field(default_factory=dict)  # path -> sha256
     large_files: Mapping[str, int] = field(default_factory=dict)  # path -> size (weights)
+    # each large file pinned (repro.bundle.weights); an older bundle has large_files only
+    weights: tuple[WeightPin, ...] = ()
+    weights_hashed: bool = False  # False: packed with --no-hash-weights (or no weights)
 
     @property
     def in_workspace(self) -> bool:
@@ -258,10 +262,18 @@ def _load_model(table: TomlTable) -> ModelRef:
         local_path=table.opt_string("local_path"),
         small_files=dict(sorted(small_files.items())),
         large_files=dict(sorted(table.sizes("large_files").items())),
+        weights=load_pins(table),
+        weights_hashed=table.boolean("weights_hashed"),
     )
+    named = [*model.small_files, *model.large_files]  # the pins' paths: load_pin checks
+    if model.weights:
+        pinned = {pin.path: pin.size for pin in model.weights}
+        if model.large_files and dict(model.large_files) != pinned:
+            table.problem("large_files", "must name the files and sizes of weights")
+        model = replace(model, large_files=dict(sorted(pinned.items())))
     if model.local_path is not None and model.in_workspace:
         _check_relative(table, "local_path", model.local_path)
-    for name in [*model.small_files, *model.large_files]:
+    for name in named:
         kind = "small_files" if name in model.small_files else "large_files"
         if name.startswith("/") or name == ".":
             table.problem(f"{kind}.{name}", "must be a relative path inside the model directory")
@@ -455,8 +467,12 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
                     ("small_files", dict(sorted(model.small_files.items()))),
                     (
                         "large_files",
-                        dict(sorted(model.large_files.items())) if model.large_files else None,
+                        dict(sorted(model.large_files.items()))
+                        if model.large_files and not model.weights
+                        else None,
                     ),
+                    ("weights_hashed", model.weights_hashed if model.weights else None),
+                    ("weights", dump_pins(model.weights) if model.weights else None),
                 ]
             )
             for model in info.models

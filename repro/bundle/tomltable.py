@@ -52,6 +52,10 @@ class TomlTable:
         value = self._get(key, is_int, "an integer", required)
         return default if value is _MISSING else cast(int, value)
 
+    def boolean(self, key: str, default: bool = False) -> bool:
+        value = self._get(key, lambda v: isinstance(v, bool), "a boolean", False)
+        return default if value is _MISSING else cast(bool, value)
+
     def number(self, key: str, default: float) -> float:
         value = self._get(key, lambda v: is_int(v) or isinstance(v, float), "a number", False)
         return default if value is _MISSING else float(value)

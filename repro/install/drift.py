@@ -20,9 +20,11 @@ from packaging.utils import canonicalize_name
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.lock import read_requirements_lock
+from repro.bundle.manifest import ProgressSink
 from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
 from repro.hashing import hash_files
+from repro.install.deploy.models import check_model
 from repro.install.deploy.restore import venv_dir
 from repro.install.state import STATE_DIR, UnpackState, load_state
 from repro.install.venv.guard import recorded, trusted_interpreter, venv_differences
@@ -152,11 +154,48 @@ def recorded_drift(
     return out
 
 
+def weights_drift(
+    target: Path,
+    info: BundleInfo,
+    state: UnpackState,
+    *,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> list[Drift]:
+    """Each model whose weights are not as pinned now (`repro verify --weights`): looked
+    for with unpack's --models, every pinned file's size, safetensors header and sha256
+    read (`jobs` files at a time, `progress` hearing the bytes)."""
+    recorded = state.facts.get("models", {})
+    models_dir = recorded.get("models_dir")
+    drift = []
+    for ref in info.models:
+        check = check_model(
+            ref,
+            Path(models_dir) if models_dir else None,
+            home=target,
+            verify_weights=True,
+            jobs=jobs,
+            progress=progress,
+        )
+        if check.status != "found":
+            where = check.path or recorded.get("found", {}).get(ref.name) or "?"
+            drift.append(
+                Drift("model", f"{ref.name} ({where})", "its pinned weights", check.detail)
+            )
+    return drift
+
+
 def target_drift(
-    target: Path, site_packages: Path | None = None, jobs: int | None = None
+    target: Path,
+    site_packages: Path | None = None,
+    jobs: int | None = None,
+    *,
+    weights: bool = False,
+    progress: ProgressSink | None = None,
 ) -> list[Drift]:
     """Every difference between TARGET and the bundle it was unpacked from, for the
-    steps unpack finished there; `jobs` files are hashed at a time."""
+    steps unpack finished there; `jobs` files are hashed at a time. With `weights`, the
+    models' weight files against their pins too (every byte read)."""
     state, info = target_info(target)
     bundle = kept_bundle(target)
     venv = venv_dir(target, info)
@@ -182,4 +221,6 @@ def target_drift(
     if state.is_done("services"):
         units = state.facts.get("services", {}).get("rendered", {})
         drift += recorded_drift(target, "unit", dict(units), jobs)
+    if weights:
+        drift += weights_drift(target, info, state, jobs=jobs, progress=progress)
     return drift

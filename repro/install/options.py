@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.bundle.manifest import ProgressSink
 from repro.bundle.signing import SignaturePolicy
 from repro.install.deploy.unitinstall import SYSTEMD_DIR
 from repro.install.venv.installer import RequestedInstaller
@@ -34,6 +35,9 @@ class UnpackOptions:
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
     jobs: int | None = None  # files hashed in parallel by the verification
     keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too
+    verify_weights: bool = False  # the models step reads every pinned weight file's sha256
+    # hears the bytes of --verify-weights (the CLI's bar on stderr); not a setting
+    weights_progress: ProgressSink | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control

@@ -452,9 +452,23 @@ def _install_or_show_units(
 
 def models(inputs: StageInputs) -> StageResult:
     """Where each model the bundle references is on this box (read only)."""
-    checks = tuple(check_models(inputs.info.models, inputs.options.models, home=inputs.target))
+    options = inputs.options
+    checks = tuple(
+        check_models(
+            inputs.info.models,
+            options.models,
+            home=inputs.target,
+            verify_weights=options.verify_weights,
+            jobs=options.jobs,
+            progress=options.weights_progress,
+        )
+    )
     summary = ", ".join(f"{c.name}: {c.status}" for c in checks) or "no model references"
-    return StageResult(summary, models=checks)
+    # where each model was found, and --models: what `repro verify --weights` checks again
+    facts: dict[str, object] = {"found": {c.name: c.path for c in checks if c.path}}
+    if options.models is not None:
+        facts["models_dir"] = str(options.models.absolute())
+    return StageResult(summary, facts=facts, models=checks)
 
 
 def smoke(inputs: StageInputs) -> StageResult:

@@ -91,7 +91,7 @@ def _pack(
         )
         patched = scanning.patches(start, facts, scanned, temp)
         vaulted = vaulting.plan(start, env, selected, scanned.report, patched.carriers, target, say)
-        parts = workspace_stage.gather(start, facts, env)
+        parts = workspace_stage.gather(start, facts, env, say)
         locked = locks.locks(start, probed, env, selected, vaulted)
         assembled = members.assemble(
             start,

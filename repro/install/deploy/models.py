@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
+from repro.bundle.manifest import ProgressSink
 from repro.errors import SmallFileRefused
+from repro.install.deploy.weights import check_weights, pinned_summary
 from repro.smallfile import small_file_sha256
 
 ModelStatus = Literal["found", "missing", "different"]
@@ -84,15 +86,9 @@ def fetch_command(
 
 
 def _missing_weights(ref: ModelRef, candidate: Path) -> list[str]:
-    out = []
-    for rel, size in sorted(ref.large_files.items()):
-        path = candidate / rel
-        try:
-            if path.stat().st_size != size:
-                out.append(f"{rel} (size differs)")
-        except OSError:
-            out.append(rel)
-    return out
+    """The weight files `candidate` lacks (one of another size is `different`: its
+    check is `check_weights`)."""
+    return [rel for rel in sorted(ref.large_files) if not os.path.exists(candidate / rel)]
 
 
 def _homes(candidate: Path) -> list[Path]:
@@ -125,7 +121,18 @@ def _differing_small_files(ref: ModelRef, candidate: Path) -> list[str]:
     return out
 
 
-def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
+def check_model(
+    ref: ModelRef,
+    models_dir: Path | None,
+    home: Path | None = None,
+    *,
+    verify_weights: bool = False,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> ModelCheck:
+    """The model's status: found where its small files and weights match (weights by
+    size and safetensors header; with `verify_weights` by sha256 too, `jobs` files at
+    a time, `progress` hearing the bytes), different, or missing."""
     fetch = fetch_command(ref, models_dir)
     partial: ModelCheck | None = None
     for candidate in candidates(ref, models_dir, home):
@@ -154,11 +161,21 @@ def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None
                 + ", ".join(different[:5]),
                 fetch,
             )
+        weights = check_weights(ref, candidate, hashes=verify_weights, jobs=jobs, progress=progress)
+        if weights:
+            return ModelCheck(
+                ref.name,
+                "different",
+                str(candidate),
+                f"{len(weights)} weight file(s) differ: " + "; ".join(weights[:5]),
+                fetch,
+            )
+        pinned = pinned_summary(ref, hashes=verify_weights)
         return ModelCheck(
             ref.name,
             "found",
             str(candidate),
-            f"{len(ref.small_files)} small file(s) match",
+            f"{len(ref.small_files)} small file(s) match" + (f", {pinned}" if pinned else ""),
             None,
         )
     if partial is not None:
@@ -174,6 +191,17 @@ def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None
 
 
 def check_models(
-    refs: Sequence[ModelRef], models_dir: Path | None, *, home: Path | None = None
+    refs: Sequence[ModelRef],
+    models_dir: Path | None,
+    *,
+    home: Path | None = None,
+    verify_weights: bool = False,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> list[ModelCheck]:
-    return [check_model(ref, models_dir, home) for ref in refs]
+    return [
+        check_model(
+            ref, models_dir, home, verify_weights=verify_weights, jobs=jobs, progress=progress
+        )
+        for ref in refs
+    ]

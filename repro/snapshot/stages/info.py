@@ -64,6 +64,8 @@ def _model_ref(ref: ModelReference) -> ModelRef:
         local_path=ref.local_path,
         small_files=dict(ref.small_files),
         large_files=dict(ref.large_files),
+        weights=ref.weights,
+        weights_hashed=ref.weights_hashed,
     )
 
 

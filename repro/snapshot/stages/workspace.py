@@ -17,7 +17,7 @@ from repro.bundle.manifest import printable_path
 from repro.config import Config
 from repro.redaction import scrub_text
 from repro.servecmd import DEFAULT_PORTS
-from repro.snapshot.stages.options import PackOptions
+from repro.snapshot.stages.options import PackOptions, Progress
 from repro.snapshot.stages.probe import Environment, Start
 from repro.snapshot.workspace import unitcapture
 from repro.snapshot.workspace.leftout import (
@@ -29,6 +29,7 @@ from repro.snapshot.workspace.leftout import (
     weights_left_out,
 )
 from repro.snapshot.workspace.models import ModelReference, describe_model
+from repro.snapshot.workspace.weights import WeightHashing
 
 _PORT = re.compile(r"--port[ =](\d+)")
 
@@ -42,7 +43,9 @@ class WorkspaceParts:
     warnings: tuple[str, ...]
 
 
-def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> WorkspaceParts:
+def gather(
+    start: Start, facts: EnvironmentFacts, env: Environment, say: Progress | None = None
+) -> WorkspaceParts:
     """The units (captured by the job `probe.capture_units`), the models, the carried
     files, and every workspace entry none of them covers as left out."""
     options, config, secret_values = start.options, start.config, start.secret_values
@@ -52,7 +55,14 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
     for unit in units:
         warnings += unit.warnings
     warnings += _launch_secret_warnings(config)
-    models, model_warnings = _models(options, config, units, secret_values)
+    hashing = WeightHashing(
+        enabled=options.hash_weights,
+        cache_dir=start.cache_dir,
+        rehash=options.rehash,
+        jobs=options.jobs,
+        say=say,
+    )
+    models, model_warnings = _models(options, config, units, secret_values, hashing)
     warnings += model_warnings
     sized, left_out = split_by_size(config.files.matched, source)
     for link, refusal in config.files.refused:
@@ -88,6 +98,7 @@ def _models(
     config: Config,
     units: Sequence[unitcapture.CapturedUnit] = (),
     secret_values: Sequence[str] = (),
+    hashing: WeightHashing | None = None,
 ) -> tuple[list[ModelReference], list[str]]:
     """References of repro.toml's [models], the workspace's drafter/, and each model
     directory a unit's ExecStart= names (by its directory name); with warnings."""
@@ -103,6 +114,7 @@ def _models(
                 role="drafter",
                 workspace=options.source,
                 secret_values=secret_values,
+                hashing=hashing,
             )
         )
     for name, path in sorted(config.models.others.items()):
@@ -113,6 +125,7 @@ def _models(
                 role="target",
                 workspace=options.source,
                 secret_values=secret_values,
+                hashing=hashing,
             )
         )
     known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
@@ -134,6 +147,7 @@ def _models(
                 role=model.role,
                 workspace=options.source,
                 secret_values=secret_values,
+                hashing=hashing,
             )
         )
         known.add(_resolved(model.path))

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.bundle.weights import WeightPin
 from repro.errors import InputError, SmallFileRefused
 from repro.smallfile import small_file_sha256
 from repro.snapshot.workspace.files import secret_in_file
+from repro.snapshot.workspace.weights import WeightHashing, pin_weights
 
 COPIED_FILES = (
     "config.json",
@@ -48,6 +50,9 @@ class ModelReference:
     large_files: tuple[tuple[str, int], ...] = ()
     # (path in the model directory, why) of files not described or not copied
     refused: tuple[tuple[str, str], ...] = ()
+    # each large file pinned: size, sha256 (unless --no-hash-weights), safetensors facts
+    weights: tuple[WeightPin, ...] = ()
+    weights_hashed: bool = False
 
     def warnings(self) -> list[str]:
         where = self.local_path.rstrip("/")
@@ -62,7 +67,10 @@ class ModelReference:
             "file_count": self.file_count,
             "small_files": dict(self.small_files),
         }
-        if self.large_files:
+        if self.weights:
+            table["weights_hashed"] = self.weights_hashed
+            table["weights"] = [pin.to_toml() for pin in self.weights]
+        elif self.large_files:
             table["large_files"] = dict(self.large_files)
         if self.repo_id:
             table["repo_id"] = self.repo_id
@@ -110,7 +118,11 @@ def describe_model(
     role: str,
     workspace: Path | None = None,
     secret_values: Sequence[str] = (),
+    hashing: WeightHashing | None = None,
 ) -> ModelReference:
+    """What pack records of the model in `model_dir`: its small files hashed (the
+    COPIED_FILES among them copied), its large files pinned (`hashing`: how; None
+    hashes them without a cache)."""
     if not model_dir.is_dir():
         raise InputError(f"model {name!r}: {model_dir} is not a directory")
     total = 0
@@ -169,6 +181,8 @@ def describe_model(
             copied_list.append((filename, path))
     copied = tuple(copied_list)
     repo_id, revision = _hf_identity(model_dir)
+    pinned = pin_weights(model_dir, large, name=name, hashing=hashing or WeightHashing())
+    refused += pinned.refused
     return ModelReference(
         name=name,
         role=role,
@@ -181,6 +195,8 @@ def describe_model(
         copied=copied,
         large_files=tuple(large),
         refused=tuple(refused),
+        weights=pinned.pins,
+        weights_hashed=pinned.hashed,
     )
 
 
