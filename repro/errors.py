@@ -174,6 +174,13 @@ class SmallFileRefused(InputError):
     exit_code = EXIT_USAGE
 
 
+class SafetensorsHeaderError(InputError):
+    """A .safetensors file whose header is not the format's (the message names the file
+    and what is wrong): truncated, a length past the file, offsets that do not add up."""
+
+    exit_code = EXIT_USAGE
+
+
 class UnitTextError(InputError):
     """Unit text systemd and repro would read differently."""
 

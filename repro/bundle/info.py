@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ import tomli_w
 from repro import _toml
 from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.tomltable import TomlTable, choice, is_int
+from repro.bundle.weights import WeightPin, dump_pins, load_pins
 from repro.errors import BundleFormatError
 
 # The longest a ladder may wait for a server (a day): `inf` or 1e300 would wait for ever.
@@ -110,6 +111,9 @@ class ModelRef:
     large_files: Mapping[str, int] = field(default_factory=dict)  # path -> size (weights)
     # False: the place the unit named held nothing when packed (no files recorded)
     present: bool = True
+    # each large file pinned (repro.bundle.weights); an older bundle has large_files only
+    weights: tuple[WeightPin, ...] = ()
+    weights_hashed: bool = False  # False: packed with --no-hash-weights (or no weights)
 
     @property
     def in_workspace(self) -> bool:
@@ -261,10 +265,18 @@ def _load_model(table: TomlTable) -> ModelRef:
         small_files=dict(sorted(small_files.items())),
         large_files=dict(sorted(table.sizes("large_files").items())),
         present=table.boolean("present", True),
+        weights=load_pins(table),
+        weights_hashed=table.boolean("weights_hashed"),
     )
+    named = [*model.small_files, *model.large_files]  # the pins' paths: load_pin checks
+    if model.weights:
+        pinned = {pin.path: pin.size for pin in model.weights}
+        if model.large_files and dict(model.large_files) != pinned:
+            table.problem("large_files", "must name the files and sizes of weights")
+        model = replace(model, large_files=dict(sorted(pinned.items())))
     if model.local_path is not None and model.in_workspace:
         _check_relative(table, "local_path", model.local_path)
-    for name in [*model.small_files, *model.large_files]:
+    for name in named:
         kind = "small_files" if name in model.small_files else "large_files"
         if name.startswith("/") or name == ".":
             table.problem(f"{kind}.{name}", "must be a relative path inside the model directory")
@@ -458,9 +470,13 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
                     ("small_files", dict(sorted(model.small_files.items()))),
                     (
                         "large_files",
-                        dict(sorted(model.large_files.items())) if model.large_files else None,
+                        dict(sorted(model.large_files.items()))
+                        if model.large_files and not model.weights
+                        else None,
                     ),
                     ("present", None if model.present else False),
+                    ("weights_hashed", model.weights_hashed if model.weights else None),
+                    ("weights", dump_pins(model.weights) if model.weights else None),
                 ]
             )
             for model in info.models

@@ -52,7 +52,7 @@ class TomlTable:
         value = self._get(key, is_int, "an integer", required)
         return default if value is _MISSING else cast(int, value)
 
-    def boolean(self, key: str, default: bool) -> bool:
+    def boolean(self, key: str, default: bool = False) -> bool:
         value = self._get(key, lambda v: isinstance(v, bool), "true or false", False)
         return default if value is _MISSING else cast(bool, value)
 

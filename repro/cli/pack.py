@@ -86,6 +86,12 @@ Exit codes:
     "(same inode, size, mtime and ctime) since the last pack.",
 )
 @click.option(
+    "--no-hash-weights",
+    is_flag=True,
+    help="Pin model weight files by size and safetensors header only: read none to hash "
+    "(a Hugging Face cache blob is pinned by its name anyway); recorded in bundle.toml.",
+)
+@click.option(
     "--sign",
     type=click.Path(path_type=Path),
     help="Private SSH key: sign MANIFEST.sha256 (ssh-keygen -Y sign, namespace repro-bundle).",
@@ -134,6 +140,7 @@ def pack_command(
     jobs: int | None,
     offline: bool,
     rehash: bool,
+    no_hash_weights: bool,
     sign: Path | None,
     import_modules: bool | None,
     sbom: bool,
@@ -168,6 +175,7 @@ def pack_command(
         jobs=jobs,
         download=not offline,
         rehash=rehash,
+        hash_weights=not no_hash_weights,
         sign=sign,
         import_modules=import_modules,
         sbom=sbom,

@@ -109,6 +109,12 @@ Exit codes:
     show_default=True,
     help="Where --install-units puts the units; systemd is reloaded only for its own.",
 )
+@click.option(
+    "--verify-weights",
+    is_flag=True,
+    help="Check each pinned model weight file's sha256 too (reads every weight file; "
+    "sizes and safetensors headers are checked always).",
+)
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke ladder at the end.")
 @click.option(
     "--keep-bundle",
@@ -154,6 +160,7 @@ def unpack_command(
     models: Path | None,
     install_units: bool,
     units_dir: Path,
+    verify_weights: bool,
     no_smoke: bool,
     no_exec: bool,
     keep_bundle: bool,
@@ -183,34 +190,48 @@ def unpack_command(
     def rung(result: RungResult) -> None:
         event(f"smoke {result.name}", result.status.value, result.summary)
 
-    options = UnpackOptions(
-        bundle=bundle,
-        target=target,
-        python=python,
-        offline=offline,
-        installer=installer,  # type: ignore[arg-type]
-        cpu=cpu,
-        force=force,
-        dry_run=dry_run,
-        replace=replace,
-        models=models,
-        install_units=install_units,
-        units_dir=units_dir.absolute(),
-        smoke=not no_smoke,
-        no_exec=no_exec,
-        keep_bundle=keep_bundle,
-        rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
-        signature=SignaturePolicy(allowed_signers, identity, require_signature),
-        jobs=jobs,
-    )
     log_dir = (target.resolve() / STATE_DIR) if target else None
-    with hash_progress(
-        console, enabled=progress_wanted(quiet), description="extracting", delay=0
-    ) as bar:
-        # the extraction comes first: the first step reported ends its bar
+    with (
+        hash_progress(
+            console, enabled=progress_wanted(quiet), description="extracting", delay=0
+        ) as bar,
+        hash_progress(
+            console,
+            enabled=progress_wanted(quiet) and verify_weights,
+            description="hashing weights",
+            delay=0,
+        ) as weights_bar,
+    ):
+        options = UnpackOptions(
+            bundle=bundle,
+            target=target,
+            python=python,
+            offline=offline,
+            installer=installer,  # type: ignore[arg-type]
+            cpu=cpu,
+            force=force,
+            dry_run=dry_run,
+            replace=replace,
+            models=models,
+            install_units=install_units,
+            units_dir=units_dir.absolute(),
+            smoke=not no_smoke,
+            no_exec=no_exec,
+            keep_bundle=keep_bundle,
+            rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
+            signature=SignaturePolicy(allowed_signers, identity, require_signature),
+            jobs=jobs,
+            verify_weights=verify_weights,
+            weights_progress=weights_bar,
+        )
+
+        # the extraction comes first: the first step reported ends its bar; the models
+        # step's end ends the bar of --verify-weights
         def step(name: str, status: str, detail: str) -> None:
             if bar is not None:
                 bar.close()
+            if weights_bar is not None and name == "models" and status != "started":
+                weights_bar.close()
             event(name, status, detail)
 
         report = unpack(

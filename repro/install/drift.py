@@ -22,10 +22,11 @@ from packaging.utils import canonicalize_name
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.lock import read_requirements_lock
+from repro.bundle.manifest import ProgressSink
 from repro.bundle.patchset import PatchEntry, load_patchset
 from repro.errors import InputError
 from repro.hashing import hash_files
-from repro.install.deploy.models import locate_model
+from repro.install.deploy.models import default_place, locate_model
 from repro.install.deploy.restore import venv_dir
 from repro.install.state import STATE_DIR, UnpackState, load_state
 from repro.install.venv.guard import recorded, trusted_interpreter, venv_differences
@@ -178,10 +179,16 @@ def recorded_drift(
 
 
 def target_drift(
-    target: Path, site_packages: Path | None = None, jobs: int | None = None
+    target: Path,
+    site_packages: Path | None = None,
+    jobs: int | None = None,
+    *,
+    weights: bool = False,
+    progress: ProgressSink | None = None,
 ) -> list[Drift]:
     """Every difference between TARGET and the bundle it was unpacked from, for the
-    steps unpack finished there; `jobs` files are hashed at a time."""
+    steps unpack finished there; `jobs` files are hashed at a time. With `weights`, the
+    models' weight files against their pins too (every byte read)."""
     state, info = target_info(target)
     bundle = kept_bundle(target)
     venv = venv_dir(target, info)
@@ -208,28 +215,58 @@ def target_drift(
         units = state.facts.get("services", {}).get("rendered", {})
         drift += recorded_drift(target, "unit", dict(units), jobs)
     if state.is_done("models"):
-        drift += model_drift(target, info, state.facts.get("models", {}))
+        drift += model_drift(
+            target,
+            info,
+            state.facts.get("models", {}),
+            weights=weights,
+            jobs=jobs,
+            progress=progress,
+        )
     return drift
 
 
-def model_drift(target: Path, info: BundleInfo, recorded: Any) -> list[Drift]:
+def model_drift(
+    target: Path,
+    info: BundleInfo,
+    recorded: Any,
+    *,
+    weights: bool = False,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> list[Drift]:
     """Each model where the one rule (repro.install.deploy.models.locate_model, with the
     --models unpack was given) finds it now, against where the models step found it
-    (state.toml): moved, gone, changed, or found now where it was missing."""
+    (state.toml): moved, gone or changed (its small files, its weights' sizes and
+    safetensors headers; with `weights` every pinned file's sha256, `jobs` files at a
+    time, `progress` hearing the bytes). A model missing at unpack that is now in the
+    place its unit names (the fix the models step printed) is not drift; found
+    elsewhere, it is: the unit does not name that place."""
     facts = recorded if isinstance(recorded, dict) else {}
     models = facts.get("models_dir")
     models_dir = Path(models) if isinstance(models, str) else None
     found = facts.get("found", {}) if isinstance(facts.get("found"), dict) else {}
     status = facts.get("status", {}) if isinstance(facts.get("status"), dict) else {}
-    if not status:
+    if not status and not weights:
         return []  # a state.toml from before repro recorded where models were found
     out = []
     for ref in info.models:
-        now = locate_model(ref, models_dir, target)
-        was = str(found.get(ref.name, "missing"))
+        now = locate_model(
+            ref, models_dir, target, verify_weights=weights, jobs=jobs, progress=progress
+        )
         was_status = str(status.get(ref.name, "found" if ref.name in found else "missing"))
-        here = now.path if now.found and now.path is not None else "missing"
-        if here != was or now.status != was_status:
-            expected = was if was_status == "found" else f"{was_status} ({was})"
-            out.append(Drift("model", ref.name, expected, f"{now.status} ({now.detail})"))
+        if was_status == "found":
+            was = str(found.get(ref.name, "?"))
+            if now.status != "found" or now.path != was:
+                out.append(Drift("model", ref.name, was, f"{now.status} ({now.detail})"))
+            continue
+        place = default_place(ref, models_dir, target)  # None: the Hugging Face cache
+        expected = str(place) if place is not None else "the Hugging Face cache"
+        elsewhere = place is not None and now.path != str(place)
+        if now.found and (now.status != "found" or elsewhere):
+            out.append(
+                Drift(
+                    "model", ref.name, f"{was_status} ({expected})", f"{now.status} ({now.detail})"
+                )
+            )
     return out

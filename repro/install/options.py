@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from repro.bundle.manifest import ProgressSink
 from repro.bundle.signing import SignaturePolicy
 from repro.install.deploy.unitinstall import SYSTEMD_DIR
 from repro.install.venv.installer import RequestedInstaller
@@ -39,6 +40,9 @@ class UnpackOptions:
     jobs: int | None = None  # files hashed in parallel by the verification
     keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too
     rebuild_kernels: RebuildKernels = "auto"
+    verify_weights: bool = False  # the models step reads every pinned weight file's sha256
+    # hears the bytes of --verify-weights (the CLI's bar on stderr); not a setting
+    weights_progress: ProgressSink | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control

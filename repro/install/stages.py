@@ -595,16 +595,27 @@ def placements(info: BundleInfo, options: UnpackOptions, target: Path) -> dict[s
 
 def models(inputs: StageInputs) -> StageResult:
     """Where each model the bundle references is on this box (read only), by the one
-    rule the units were rendered with; state.toml records where each was found, for
+    rule the units were rendered with (weights by size and safetensors header, by
+    sha256 with --verify-weights); state.toml records where each was found, for
     `repro verify`."""
-    checks = tuple(check_models(inputs.info.models, inputs.options.models, home=inputs.target))
+    options = inputs.options
+    checks = tuple(
+        check_models(
+            inputs.info.models,
+            options.models,
+            home=inputs.target,
+            verify_weights=options.verify_weights,
+            jobs=options.jobs,
+            progress=options.weights_progress,
+        )
+    )
     summary = "; ".join(_model_line(c) for c in checks) or "no model references"
     facts: dict[str, object] = {
         "found": {c.name: c.path for c in checks if c.found and c.path is not None},
         "status": {c.name: c.status for c in checks},
     }
-    if inputs.options.models is not None:
-        facts["models_dir"] = str(inputs.options.models)
+    if options.models is not None:
+        facts["models_dir"] = str(options.models.absolute())
     return StageResult(summary, facts, models=checks)
 
 

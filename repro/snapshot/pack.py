@@ -105,7 +105,7 @@ def _pack(
         # before anything is written: --require-gpu fails the pack here
         audited = kernels.audit(start, facts, sources=carried.sources, say=say)
         vaulted = vaulting.plan(start, env, selected, scanned.report, patched.carriers, target, say)
-        parts = workspace_stage.gather(start, facts, env)
+        parts = workspace_stage.gather(start, facts, env, say)
         locked = locks.locks(start, probed, env, selected, vaulted)
         assembled = members.assemble(
             start,

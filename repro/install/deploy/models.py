@@ -14,9 +14,11 @@ from typing import Any, Literal
 
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
+from repro.bundle.manifest import ProgressSink
 from repro.bundle.modelplace import dir_name, unit_token
 from repro.bundle.modelplace import fetch_command as modelplace_fetch
 from repro.errors import SmallFileRefused
+from repro.install.deploy.weights import check_weights, pinned_summary
 from repro.smallfile import small_file_sha256
 
 ModelStatus = Literal["found", "missing", "different"]
@@ -141,15 +143,9 @@ def fetch_command(
 
 
 def _missing_weights(ref: ModelRef, candidate: Path) -> list[str]:
-    out = []
-    for rel, size in sorted(ref.large_files.items()):
-        path = candidate / rel
-        try:
-            if path.stat().st_size != size:
-                out.append(f"{rel} (size differs)")
-        except OSError:
-            out.append(rel)
-    return out
+    """The weight files `candidate` lacks (one of another size is `different`: its
+    check is `check_weights`)."""
+    return [rel for rel in sorted(ref.large_files) if not os.path.exists(candidate / rel)]
 
 
 def _homes(candidate: Path) -> list[Path]:
@@ -189,11 +185,20 @@ def _holds_files(candidate: Path) -> bool:
         return False
 
 
-def locate_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
+def locate_model(
+    ref: ModelRef,
+    models_dir: Path | None,
+    home: Path | None = None,
+    *,
+    verify_weights: bool = False,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> ModelCheck:
     """The one rule for where a model is, used by unpack's models step, the units it
     renders and `repro verify`: the first of `candidates` that holds it. Found: the
-    units name that place. Nowhere: `missing`, with where to put it and the command
-    that fetches it."""
+    units name that place; its weights checked by size and safetensors header (with
+    `verify_weights` by sha256 too, `jobs` files at a time, `progress` hearing the
+    bytes). Nowhere: `missing`, with where to put it and the command that fetches it."""
     partial: ModelCheck | None = None
     known = bool(ref.small_files or ref.large_files)
     for candidate in candidates(ref, models_dir, home):
@@ -238,11 +243,23 @@ def locate_model(ref: ModelRef, models_dir: Path | None, home: Path | None = Non
                 found=True,
                 present_when_packed=ref.present,
             )
+        weights = check_weights(ref, candidate, hashes=verify_weights, jobs=jobs, progress=progress)
+        if weights:
+            return ModelCheck(
+                ref.name,
+                "different",
+                str(candidate),
+                f"{candidate}: {len(weights)} weight file(s) differ: " + "; ".join(weights[:5]),
+                fetch_command(ref, models_dir, into=candidate, home=home),
+                found=True,
+                present_when_packed=ref.present,
+            )
+        pinned = pinned_summary(ref, hashes=verify_weights)
         return ModelCheck(
             ref.name,
             "found",
             str(candidate),
-            f"{len(ref.small_files)} small file(s) match",
+            f"{len(ref.small_files)} small file(s) match" + (f", {pinned}" if pinned else ""),
             None,
             found=True,
             present_when_packed=ref.present,
@@ -278,14 +295,35 @@ def _nowhere(ref: ModelRef, models_dir: Path | None, home: Path | None) -> Model
     )
 
 
-def check_model(ref: ModelRef, models_dir: Path | None, home: Path | None = None) -> ModelCheck:
-    return locate_model(ref, models_dir, home)
+def check_model(
+    ref: ModelRef,
+    models_dir: Path | None,
+    home: Path | None = None,
+    *,
+    verify_weights: bool = False,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> ModelCheck:
+    return locate_model(
+        ref, models_dir, home, verify_weights=verify_weights, jobs=jobs, progress=progress
+    )
 
 
 def check_models(
-    refs: Sequence[ModelRef], models_dir: Path | None, *, home: Path | None = None
+    refs: Sequence[ModelRef],
+    models_dir: Path | None,
+    *,
+    home: Path | None = None,
+    verify_weights: bool = False,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> list[ModelCheck]:
-    return [locate_model(ref, models_dir, home) for ref in refs]
+    return [
+        locate_model(
+            ref, models_dir, home, verify_weights=verify_weights, jobs=jobs, progress=progress
+        )
+        for ref in refs
+    ]
 
 
 def model_placements(refs: Sequence[ModelRef], checks: Sequence[ModelCheck]) -> dict[str, str]:

@@ -65,6 +65,8 @@ def _model_ref(ref: ModelReference) -> ModelRef:
         small_files=dict(ref.small_files),
         large_files=dict(ref.large_files),
         present=ref.present,
+        weights=ref.weights,
+        weights_hashed=ref.weights_hashed,
     )
 
 

@@ -36,6 +36,7 @@ class PackOptions:
     tool_wheels: bool = True
     cache_dir: Path | None = None
     rehash: bool = False  # read every file, not trusting the scan cache
+    hash_weights: bool = True  # False (--no-hash-weights): weights pinned by size only
     sign: Path | None = None  # private key: sign MANIFEST.sha256 with ssh-keygen -Y sign
     # import torch & co. in the target (runtime facts, devices); None: repro.toml's
     # [env] import_modules, default False: read the key modules from their files

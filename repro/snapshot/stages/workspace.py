@@ -17,7 +17,7 @@ from repro.bundle.manifest import printable_path
 from repro.config import Config
 from repro.redaction import scrub_text
 from repro.servecmd import DEFAULT_PORTS
-from repro.snapshot.stages.options import PackOptions
+from repro.snapshot.stages.options import PackOptions, Progress
 from repro.snapshot.stages.probe import Environment, Start
 from repro.snapshot.workspace import unitcapture
 from repro.snapshot.workspace.leftout import (
@@ -37,6 +37,7 @@ from repro.snapshot.workspace.models import (
     hub_model,
     infer_identities,
 )
+from repro.snapshot.workspace.weights import WeightHashing
 
 _PORT = re.compile(r"--port[ =](\d+)")
 
@@ -50,7 +51,9 @@ class WorkspaceParts:
     warnings: tuple[str, ...]
 
 
-def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> WorkspaceParts:
+def gather(
+    start: Start, facts: EnvironmentFacts, env: Environment, say: Progress | None = None
+) -> WorkspaceParts:
     """The units (captured by the job `probe.capture_units`), the models, the carried
     files, and every workspace entry none of them covers as left out."""
     options, config, secret_values = start.options, start.config, start.secret_values
@@ -60,7 +63,14 @@ def gather(start: Start, facts: EnvironmentFacts, env: Environment) -> Workspace
     for unit in units:
         warnings += unit.warnings
     warnings += _launch_secret_warnings(config)
-    models, model_warnings = _models(options, config, units, secret_values)
+    hashing = WeightHashing(
+        enabled=options.hash_weights,
+        cache_dir=start.cache_dir,
+        rehash=options.rehash,
+        jobs=options.jobs,
+        say=say,
+    )
+    models, model_warnings = _models(options, config, units, secret_values, hashing)
     warnings += model_warnings
     sized, left_out = split_by_size(config.files.matched, source)
     for link, refusal in config.files.refused:
@@ -96,6 +106,7 @@ def _models(
     config: Config,
     units: Sequence[unitcapture.CapturedUnit] = (),
     secret_values: Sequence[str] = (),
+    hashing: WeightHashing | None = None,
 ) -> tuple[list[ModelReference], list[str]]:
     """References of repro.toml's [models], the workspace's drafter/, and every model a
     unit's ExecStart= names (by its directory name), there or not; with warnings. A
@@ -110,7 +121,12 @@ def _models(
         if not path.is_dir():
             return absent_model(str(path), name=name, role=role, workspace=options.source)
         return describe_model(
-            path, name=name, role=role, workspace=options.source, secret_values=secret_values
+            path,
+            name=name,
+            role=role,
+            workspace=options.source,
+            secret_values=secret_values,
+            hashing=hashing,
         )
 
     if drafter is not None:
@@ -119,7 +135,7 @@ def _models(
         refs.append(describe(path, name, "target"))
     cache = hf_cache_dirs()
     for name, repo_id in sorted(config.models.hub.items()):
-        refs.append(hub_model(repo_id, name=name, role="target", caches=cache))
+        refs.append(hub_model(repo_id, name=name, role="target", caches=cache, hashing=hashing))
     known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}
     hub_ids = set(config.models.hub.values())
     names = {ref.name for ref in refs}
@@ -136,7 +152,15 @@ def _models(
             )
             continue
         if model.repo_id is not None:
-            refs.append(hub_model(model.repo_id, name=model.name, role=model.role, caches=cache))
+            refs.append(
+                hub_model(
+                    model.repo_id,
+                    name=model.name,
+                    role=model.role,
+                    caches=cache,
+                    hashing=hashing,
+                )
+            )
             hub_ids.add(model.repo_id)
         else:
             refs.append(describe(model.path, model.name, model.role))

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from repro.bundle.weights import WeightPin
 from repro.errors import InputError, SmallFileRefused
 from repro.servecmd import HUB_ID
 from repro.smallfile import small_file_sha256
 from repro.snapshot.workspace.files import secret_in_file
+from repro.snapshot.workspace.weights import WeightHashing, pin_weights
 
 COPIED_FILES = (
     "config.json",
@@ -51,6 +53,9 @@ class ModelReference:
     refused: tuple[tuple[str, str], ...] = ()
     present: bool = True  # False: the place the unit named held nothing when packed
     identity_from: str | None = None  # where repo_id was inferred from, for the report
+    # each large file pinned: size, sha256 (unless --no-hash-weights), safetensors facts
+    weights: tuple[WeightPin, ...] = ()
+    weights_hashed: bool = False
 
     def warnings(self) -> list[str]:
         where = self.local_path.rstrip("/")
@@ -65,7 +70,10 @@ class ModelReference:
             "file_count": self.file_count,
             "small_files": dict(self.small_files),
         }
-        if self.large_files:
+        if self.weights:
+            table["weights_hashed"] = self.weights_hashed
+            table["weights"] = [pin.to_toml() for pin in self.weights]
+        elif self.large_files:
             table["large_files"] = dict(self.large_files)
         if self.repo_id:
             table["repo_id"] = self.repo_id
@@ -115,7 +123,11 @@ def describe_model(
     role: str,
     workspace: Path | None = None,
     secret_values: Sequence[str] = (),
+    hashing: WeightHashing | None = None,
 ) -> ModelReference:
+    """What pack records of the model in `model_dir`: its small files hashed (the
+    COPIED_FILES among them copied), its large files pinned (`hashing`: how; None
+    hashes them without a cache)."""
     if not model_dir.is_dir():
         raise InputError(f"model {name!r}: {model_dir} is not a directory")
     total = 0
@@ -174,6 +186,8 @@ def describe_model(
             copied_list.append((filename, path))
     copied = tuple(copied_list)
     repo_id, revision = _hf_identity(model_dir)
+    pinned = pin_weights(model_dir, large, name=name, hashing=hashing or WeightHashing())
+    refused += pinned.refused
     return ModelReference(
         name=name,
         role=role,
@@ -186,6 +200,8 @@ def describe_model(
         copied=copied,
         large_files=tuple(large),
         refused=tuple(refused),
+        weights=pinned.pins,
+        weights_hashed=pinned.hashed,
     )
 
 
@@ -238,7 +254,14 @@ def hf_cache_dirs() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def hub_model(repo_id: str, *, name: str, role: str, caches: Sequence[Path] = ()) -> ModelReference:
+def hub_model(
+    repo_id: str,
+    *,
+    name: str,
+    role: str,
+    caches: Sequence[Path] = (),
+    hashing: WeightHashing | None = None,
+) -> ModelReference:
     """A model a unit names by its repository id: the snapshot a Hugging Face cache of
     `caches` holds (refs/main) described, else an absent reference with repo_id."""
     for cache in caches:
@@ -246,7 +269,7 @@ def hub_model(repo_id: str, *, name: str, role: str, caches: Sequence[Path] = ()
         revision = _read_ref(repo / "refs" / "main")
         snapshot = repo / "snapshots" / revision if revision else None
         if snapshot is not None and snapshot.is_dir():
-            ref = describe_model(snapshot, name=name, role=role)
+            ref = describe_model(snapshot, name=name, role=role, hashing=hashing)
             return replace(ref, repo_id=repo_id, revision=revision)
     return ModelReference(
         name=name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +113,10 @@ def test_pack_without_repro_toml_carries_what_init_proposes(packed: Packed) -> N
     (drafter,) = info["models"]
     # relative to the workspace, not to the directory pack ran in
     assert drafter["local_path"] == "drafter"
-    assert drafter["large_files"] == {"model.safetensors": WEIGHTS}
+    # pinned: size and sha256 (random bytes, so no safetensors header facts)
+    [pin] = drafter["weights"]
+    assert (pin["path"], pin["size"], pin["source"]) == ("model.safetensors", WEIGHTS, "hashed")
+    assert drafter["weights_hashed"] is True and "large_files" not in drafter
 
 
 def test_pack_says_what_it_left_out_and_why(packed: Packed) -> None:
@@ -364,3 +368,27 @@ def test_a_file_in_the_way_is_a_conflict_and_nothing_is_written(
     assert "results/r0.json: exists with sha256" in err
     assert (target / "results" / "r0.json").read_text() == "operator's own"
     assert not (target / "bench").exists()
+
+
+def _model_drift(target: Path, *extra: str) -> list[dict[str, str]]:
+    result = run_repro("verify", str(target), "--json", *extra)
+    drift = json.loads(result.stdout)["drift"]
+    return [item for item in drift if item["what"] == "model"]
+
+
+def test_verify_weights_reads_the_pinned_weights(packed: Packed, target: Path) -> None:
+    """`repro verify --weights`: the weights put in place match their pins; one byte
+    flipped at equal size is caught by the hash (and not without --weights)."""
+    weights = target / "drafter" / "model.safetensors"
+    shutil.copyfile(packed.workspace / "drafter" / "model.safetensors", weights)
+    try:
+        assert _model_drift(target, "--weights") == []
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        weights.write_bytes(bytes(data))
+        assert _model_drift(target) == []
+        [item] = _model_drift(target, "--weights")
+        assert item["path"] == "drafter"
+        assert "model.safetensors: sha256 " in item["found"]
+    finally:
+        weights.unlink()
