@@ -10,7 +10,15 @@ from typing import Any
 
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo
-from repro.ladder import LadderReport, LaunchSpec, RungResult, RungStatus, registry, run_ladder
+from repro.ladder import (
+    LadderReport,
+    LaunchSpec,
+    RungResult,
+    RungStatus,
+    UnreadyModel,
+    registry,
+    run_ladder,
+)
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.units.dropin import dropin_member, read_values, required_names
 
@@ -29,7 +37,10 @@ class SmokeResult:
 
 # interpreter, the kept bundle directory, its bundle.toml, and the target's values of
 # ${REPRO_VENV}, ${REPRO_HOME} and ${REPRO_MODELS}
-SmokeStep = Callable[[Path, Path, BundleInfo, Mapping[str, str]], SmokeResult]
+# (interpreter, kept bundle, info, the units' variables, the models not found as packed)
+SmokeStep = Callable[
+    [Path, Path, BundleInfo, Mapping[str, str], tuple[UnreadyModel, ...]], SmokeResult
+]
 
 
 def verdict(results: Sequence[RungResult]) -> str:
@@ -83,11 +94,16 @@ def ladder_step(
     launch command."""
 
     def step(
-        interpreter: Path, bundle_dir: Path, info: BundleInfo, variables: Mapping[str, str]
+        interpreter: Path,
+        bundle_dir: Path,
+        info: BundleInfo,
+        variables: Mapping[str, str],
+        unready: tuple[UnreadyModel, ...] = (),
     ) -> SmokeResult:
         spec = spec_from_bundle_dir(
             bundle_dir, interpreter, cpu=cpu, log_dir=log_dir, variables=variables
         )
+        spec = replace(spec, unready_models=unready)
         if spec.launch is not None and "REPRO_HOME" in variables:
             launch = with_unit_credentials(spec.launch, info, Path(variables["REPRO_HOME"]))
             spec = replace(spec, launch=launch)

@@ -23,7 +23,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from repro.bundle import layout
-from repro.bundle.info import BundleInfo
+from repro.bundle.info import BundleInfo, ModelRef
 from repro.bundle.lock import LockFile, read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.errors import InstallError, PreflightError, SmokeError, UsageError
@@ -91,6 +91,7 @@ from repro.install.venv.vault import (
     install_from_vault,
     supported_tags,
 )
+from repro.ladder.types import UnreadyModel
 from repro.units.render import render_unit
 
 NO_EXEC_SMOKE = (
@@ -625,9 +626,11 @@ def _model_line(check: ModelCheck) -> str:
     return f"{check.name}: {check.status}: {check.detail}"
 
 
-def smoke(inputs: StageInputs) -> StageResult:
+def smoke(inputs: StageInputs, checks: Sequence[ModelCheck] = ()) -> StageResult:
     """The smoke ladder in the rebuilt environment; under --no-exec its launch lines
-    are printed and no rung runs. A failed ladder is the result's failure."""
+    are printed and no rung runs. A failed ladder is the result's failure. `checks`:
+    this run's models step (a resumed run, whose models step an earlier run did,
+    looks again); a launch command naming a model not found as packed is not run."""
     options, events, target = inputs.options, inputs.events, inputs.target
     values = path_values(
         target, inputs.info, options.models, placements(inputs.info, options, target)
@@ -643,7 +646,10 @@ def smoke(inputs: StageInputs) -> StageResult:
     if not options.smoke or inputs.ladder is None:
         reason = "--no-smoke" if not options.smoke else "no ladder available"
         return StageResult(reason, status="skipped")
-    outcome = inputs.ladder(inputs.interpreter, inputs.kept, inputs.info, values)
+    if not checks:
+        checks = check_models(inputs.info.models, options.models, home=target)
+    unready = unready_models(inputs.info.models, checks)
+    outcome = inputs.ladder(inputs.interpreter, inputs.kept, inputs.info, values, unready)
     if outcome.passed:
         return StageResult(outcome.summary, smoke=outcome)
     failure = SmokeError(
@@ -651,6 +657,21 @@ def smoke(inputs: StageInputs) -> StageResult:
         hint=f"see {target / STATE_DIR / REPORT}; fix, then run unpack again",
     )
     return StageResult(outcome.summary, smoke=outcome, failure=failure)
+
+
+def unready_models(
+    refs: Sequence[ModelRef], checks: Sequence[ModelCheck]
+) -> tuple[UnreadyModel, ...]:
+    """The models not found as packed, each with the words a launch command names it
+    by: the place the models step found it or would have it (what its unit names) and
+    its repository id."""
+    out = []
+    for ref, check in zip(refs, checks, strict=True):
+        if check.status == "found":
+            continue
+        words = tuple(w for w in (check.path, ref.repo_id) if w)
+        out.append(UnreadyModel(ref.name, check.status, check.detail, check.fetch, words))
+    return tuple(out)
 
 
 def launch_lines(info: BundleInfo, values: Mapping[str, str]) -> list[str]:

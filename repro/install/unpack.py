@@ -266,7 +266,7 @@ def _run_stages(
         stage("models", lambda: stages.models(inputs))
         # Before the ladder: a rung would fail on a drifted file with a vaguer message.
         _check_drift(run, target, options.jobs)
-        stage("smoke", lambda: stages.smoke(inputs))
+        stage("smoke", lambda: stages.smoke(inputs, run.report.models))
     except ReproError as exc:
         run.failed(exc)
         run.save_after_failure(exc)

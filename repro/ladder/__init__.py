@@ -11,6 +11,7 @@ from repro.ladder.types import (
     RungResult,
     RungStatus,
     Timeouts,
+    UnreadyModel,
 )
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "RungResult",
     "RungStatus",
     "Timeouts",
+    "UnreadyModel",
     "parse_rungs",
     "run_ladder",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ from repro.ladder.types import (
     RungResult,
     RungStatus,
     Timeouts,
+    UnreadyModel,
 )
 from repro.ladder.variables import unfilled_variables
 from repro.servecmd import model_arguments
@@ -141,6 +143,38 @@ VARIABLE_OPTIONS = {
 }
 
 
+def names_model(launch: LaunchSpec, model: UnreadyModel) -> bool:
+    """Whether the launch command names the model: one of the words the model is known
+    by, as a whole word of the command (after `=` too, `--model=PATH`) or as the
+    directory of a path in it (`PATH/tokenizer.json`); in a shell line, anywhere
+    between blanks or quotes."""
+    for word in (w for w in model.words if w):
+        pattern = re.compile(r"(?:^|[\s='\"])" + re.escape(word) + r"(?:$|[\s/'\"])")
+        if any(pattern.search(arg) for arg in launch.command):
+            return True
+    return False
+
+
+def _model_not_ready(launch: LaunchSpec, unready: tuple[UnreadyModel, ...]) -> RungResult | None:
+    """A failure before the launch when the command names a model the models step did
+    not find as packed: no start, no readiness wait."""
+    named = [m for m in unready if names_model(launch, m)]
+    if not named:
+        return None
+    fixes = [m.fix for m in named if m.fix]
+    return RungResult(
+        "server",
+        RungStatus.FAIL,
+        0.0,
+        f"{launch.name}: not launched: "
+        + "; ".join(f"model {m.name} is {m.status}: {m.reason}" for m in named),
+        {"launch": launch.name, "models": {m.name: m.status for m in named}},
+        hint=("; ".join(fixes) + ", then run unpack again")
+        if fixes
+        else "put the model where the models step says, then run unpack again",
+    )
+
+
 def _cannot_launch(launch: LaunchSpec, cpu: bool) -> RungResult | None:
     """A skip or a failure decided before anything starts; None when it can start."""
     if cpu and launch.engine == "sglang":
@@ -182,7 +216,7 @@ def server_rung(spec: LadderSpec, context: RungContext) -> RungResult:
     launch = spec.launch
     if launch is None:
         return RungResult("server", RungStatus.SKIP, 0.0, NO_LAUNCH)
-    refused = _cannot_launch(launch, spec.cpu)
+    refused = _cannot_launch(launch, spec.cpu) or _model_not_ready(launch, spec.unready_models)
     if refused is not None:
         return refused
     argv = launch.command

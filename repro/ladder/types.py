@@ -76,6 +76,19 @@ class KernelCheck:
 
 
 @dataclass(frozen=True)
+class UnreadyModel:
+    """A model the models step did not find as packed (missing or different): a launch
+    command that names it is not started (the server rung fails at once with `reason`
+    and `fix`)."""
+
+    name: str
+    status: str  # "missing" or "different"
+    reason: str  # the models step's detail
+    fix: str | None  # the command that fetches it, where known
+    words: tuple[str, ...]  # how a command names it: the place the unit names, its repo id
+
+
+@dataclass(frozen=True)
 class LadderSpec:
     """Everything the ladder needs to know about the environment it climbs."""
 
@@ -91,6 +104,7 @@ class LadderSpec:
     log_dir: Path | None = None  # where the server log goes; a temp dir if None
     kernels: tuple[KernelCheck, ...] = ()  # the bundle's kernel sources, with their checks
     home: Path | None = None  # ${REPRO_HOME}: the kernel checks' directory; None: this one
+    unready_models: tuple[UnreadyModel, ...] = ()  # from unpack's models step
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,11 @@ def test_an_older_bundle_with_large_files_only_still_loads() -> None:
         (b'["BF16", "F32"]', b'["F32", "BF16"]', "dtypes' must be sorted"),
         (b'["BF16", "F32"]', b"3", "dtypes' must be a list of strings"),
         (b"data_length = 4", b"data_length = 4\ncolour = 1", "unknown key 'colour'"),
-        (b"weights_hashed = true", b'weights_hashed = "yes"', "weights_hashed' must be true or false"),
+        (
+            b"weights_hashed = true",
+            b'weights_hashed = "yes"',
+            "weights_hashed' must be true or false",
+        ),
     ],
 )
 def test_bad_pins_name_the_key(old: bytes, new: bytes, expected: str) -> None:

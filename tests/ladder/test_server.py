@@ -144,3 +144,51 @@ def test_port_already_taken_is_refused_before_launch(tmp_path: Path) -> None:
     assert result.status is RungStatus.FAIL
     assert f"port {port} is already in use" in result.summary
     assert not pid_file.exists(), "the server must not have been started"
+
+
+def test_a_launch_naming_a_missing_model_is_not_started(tmp_path: Path) -> None:
+    """unpack's models step found the model nowhere: the rung fails at once with the
+    step's reason and the fetch command, and the server is never started (the engine's
+    double would write its pid file on start)."""
+    from repro.ladder import UnreadyModel
+
+    port = free_port()
+    pid_file = tmp_path / "pids.json"
+    place = tmp_path / "models" / "tiny"
+    launch = fake_launch(port, "ready", pid_file, "--model", str(place))
+    unready = UnreadyModel(
+        "tiny",
+        "missing",
+        "not under its recorded path: put it at " + str(place),
+        f"hf download org/tiny --local-dir {place}",
+        (str(place), "org/tiny"),
+    )
+    spec = replace(server_spec(launch, tmp_path / "logs", **FAST), unready_models=(unready,))
+    result = run_ladder(spec).result("server")
+    assert result.status is RungStatus.FAIL
+    assert result.summary.startswith(f"{launch.name}: not launched: model tiny is missing")
+    assert result.hint == f"hf download org/tiny --local-dir {place}, then run unpack again"
+    assert result.facts["models"] == {"tiny": "missing"}
+    assert result.duration_s < 1.0
+    assert not pid_file.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["vllm", "serve", "/m/tiny"], True),
+        (["python", "-m", "sglang.launch_server", "--model-path=/m/tiny"], True),
+        (["x", "--tokenizer", "/m/tiny/tokenizer.json"], True),
+        (["vllm", "serve", "org/tiny"], True),
+        (["vllm", "serve", "/m/tiny2"], False),
+        (["vllm", "serve", "/m/tinyx/org/tiny2"], False),
+    ],
+)
+def test_which_launch_commands_name_a_model(argv: list[str], named: bool) -> None:
+    from repro.ladder import LaunchSpec, UnreadyModel
+    from repro.ladder.server import names_model
+
+    model = UnreadyModel("tiny", "different", "...", None, ("/m/tiny", "org/tiny"))
+    assert names_model(LaunchSpec("l", 1, "vllm", argv=tuple(argv)), model) is named
+    shell = LaunchSpec("l", 1, "vllm", shell=" ".join(argv))
+    assert names_model(shell, model) is named

@@ -196,3 +196,45 @@ def test_the_source_renamed_away_the_models_found_under_models(
     assert models["tiny"]["path"] == str(weights / "tiny")
     seed = (target / "services" / "sglang.service").read_text()
     assert f"--model-path {weights}/Kimi-K2.6 " in seed
+
+
+def test_the_ladder_does_not_launch_a_server_whose_model_is_missing(tmp_path: Path) -> None:
+    """A unit whose model was packed from outside the workspace, gone at unpack: the
+    server rung fails at once with the models step's reason and fetch command, and no
+    launch is tried."""
+    workspace = build_workspace(tmp_path / "ws", find_python("3.11"), ["six==1.16.0"])
+    model = tmp_path / "weights" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({"_name_or_path": "org/tiny"}))
+    venv = workspace / ".venv"
+    (workspace / "services").mkdir()
+    (workspace / "services" / "vllm.service").write_text(VLLM.format(venv=venv, outside=model))
+    (workspace / "repro.toml").write_text('[ladder]\nrungs = ["python", "server"]\n')
+    bundle = tmp_path / "tiny-1.tar"
+    packed = run_repro(
+        "pack", str(workspace), "-o", str(bundle), "--name", "tiny", "--version", "1"
+    )
+    assert packed.returncode == 0, packed.stderr.decode()
+    shutil.rmtree(model)
+    target = tmp_path / "box" / "tiny"
+    result = run_repro("unpack", str(bundle), "--target", str(target), "--cpu")
+    assert result.returncode == 5, result.stderr.decode()
+    place = target / "models" / "tiny"  # the unit names it there: found nowhere
+    assert "not launched: model tiny is missing" in result.stderr.decode()
+    report = json.loads((target / ".repro" / "unpack-report.json").read_text())
+    (tiny,) = report["models"]
+    assert (tiny["status"], tiny["path"]) == ("missing", str(place))
+    server = next(r for r in report["smoke"]["ladder"]["rungs"] if r["name"] == "server")
+    assert server["status"] == "fail"
+    assert server["summary"].startswith("vllm: not launched: model tiny is missing")
+    assert server["hint"] == f"hf download org/tiny --local-dir {place}, then run unpack again"
+    assert "cannot start" not in result.stderr.decode()  # no launch was tried
+    # the model put where the step said: the same command gets past the refusal and
+    # launches (the venv has no vllm installed: the launch itself now fails, naming it)
+    place.mkdir(parents=True)
+    (place / "config.json").write_text(json.dumps({"_name_or_path": "org/tiny"}))
+    again = run_repro("unpack", str(bundle), "--target", str(target), "--cpu", timeout=180)
+    err = again.stderr.decode()
+    assert again.returncode == 5, err
+    assert "not launched" not in err
+    assert f"cannot start {target}/.venv/bin/vllm" in err
