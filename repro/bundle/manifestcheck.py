@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from repro.bundle.delta import BaseRef
 from repro.bundle.manifest import (
     MANIFEST_NAME,
     SIGNATURE_SUFFIX,
@@ -58,6 +59,12 @@ class CheckReport:
     malformed: tuple[MalformedLine, ...]
     unreadable: tuple[Unreadable, ...]
     rejected: tuple[RejectedEntry, ...]
+    # A delta bundle (repro.bundle.delta): the base it needs, the members its manifest
+    # lists that it takes from that base (not "missing"), and the base they were checked
+    # in (`check --base OLD`; None: not checked, they are neither verified nor failures).
+    base: BaseRef | None = None
+    from_base: tuple[str, ...] = ()
+    base_checked: str | None = None
 
     def passed(self, *, ignore_missing: bool, strict: bool) -> bool:
         """True when the tree is exactly what the manifest describes.
@@ -85,7 +92,19 @@ class CheckReport:
                 "malformed": len(self.malformed),
                 "unreadable": len(self.unreadable),
                 "rejected": len(self.rejected),
+                "from_base": len(self.from_base),
             },
+            "base": (
+                None
+                if self.base is None
+                else {
+                    "name": self.base.name,
+                    "version": self.base.version,
+                    "manifest_sha256": self.base.manifest_sha256,
+                    "checked_in": self.base_checked,
+                }
+            ),
+            "from_base": [printable_path(p) for p in self.from_base],
             "verified": [printable_path(p) for p in self.verified],
             "mismatched": [
                 {"path": printable_path(m.path), "expected": m.expected, "actual": m.actual}
