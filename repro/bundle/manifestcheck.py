@@ -7,11 +7,11 @@ directory and from `repro.verbs.check` for an archive read as a stream.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from repro.bundle.delta import BaseRef
+from repro.bundle.delta import BaseRef, always_carried
 from repro.bundle.manifest import (
     MANIFEST_NAME,
     SIGNATURE_SUFFIX,
@@ -123,6 +123,17 @@ class CheckReport:
                 for r in self.rejected
             ],
         }
+
+
+def excuse_from_base(report: CheckReport, base: BaseRef) -> CheckReport:
+    """`report` of a delta against `base`: the members it lacks are taken from the base
+    (`from_base`), not missing, except the metadata every delta carries."""
+    return replace(
+        report,
+        missing=tuple(p for p in report.missing if always_carried(p)),
+        from_base=tuple(p for p in report.missing if not always_carried(p)),
+        base=base,
+    )
 
 
 def exempt_names(manifest_name: str) -> frozenset[str]:

@@ -169,9 +169,7 @@ def _delta_line(report: CheckReport) -> str:
         how = f"checked in {report.base_checked}"
     else:
         how = "not checked here (pass --base OLD to check them too)"
-    return (
-        f"delta: needs base {report.base.describe()}; {count} member(s) come from it, {how}"
-    )
+    return f"delta: needs base {report.base.describe()}; {count} member(s) come from it, {how}"
 
 
 def _summary(report: CheckReport, *, passed: bool, ignore_missing: bool) -> str:

@@ -39,6 +39,8 @@ class UnpackOptions:
     jobs: int | None = None  # files hashed in parallel by the verification
     keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too
     rebuild_kernels: RebuildKernels = "auto"
+    # a delta bundle's base (archive, URL, directory): the full bundle is made in staging
+    base: str | None = None
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control

@@ -22,7 +22,6 @@ from repro.archive.common import detect_compression
 from repro.archive.deltabase import mismatched_members, read_base
 from repro.archive.reader import iter_members_at
 from repro.bundle import layout
-from repro.bundle.delta import always_carried
 from repro.bundle.info import load_bundle_info
 from repro.bundle.manifest import (
     MANIFEST_NAME,
@@ -32,7 +31,7 @@ from repro.bundle.manifest import (
     path_order,
     read_manifest,
 )
-from repro.bundle.manifestcheck import CheckReport, Mismatch, compare_digests
+from repro.bundle.manifestcheck import CheckReport, Mismatch, compare_digests, excuse_from_base
 from repro.bundle.manifesttree import verify_directory
 from repro.bundle.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.bundle.stream import is_url, open_archive
@@ -185,9 +184,8 @@ def as_delta(
         return report
     if info.base is None:
         return report
-    from_base = tuple(p for p in report.missing if not always_carried(p))
-    missing = tuple(p for p in report.missing if always_carried(p))
-    report = replace(report, missing=missing, from_base=from_base, base=info.base)
+    report = excuse_from_base(report, info.base)
+    from_base = report.from_base
     if options.base is None or not from_base:
         return report
     read = read_base(options.base, wanted=from_base, expected=info.base, delta=source)
