@@ -38,10 +38,13 @@ GOAL_RATIO = 0.0005  # 0.05 %
 CHANGE = "\n# bench.delta: one more line in the patch\n"
 
 
+OFFLINE: list[str] = []  # ["--offline"] with bench.delta --offline (a host with no index)
+
+
 def _repro(*args: str, wheels: str | None = None) -> float:
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "repro", *args, *(("--wheels", wheels) if wheels else ())],
+        [sys.executable, "-m", "repro", *args, *(("--wheels", wheels, *OFFLINE) if wheels else ())],
         capture_output=True,
         check=False,
         timeout=3600,
@@ -59,7 +62,7 @@ def _patched_file(bundle: Path, top: str, venv: Path) -> Path:
         document = _toml.loads(handle.read().decode())
     entry = next(p for p in document["files"] if p["kind"] == "modified")
     (site,) = venv.glob("lib/python*/site-packages")
-    return site / entry["path"]
+    return site / str(entry["path"])
 
 
 def _extract(bundle: Path, into: Path) -> Path:
@@ -172,6 +175,8 @@ def measure(workspace: Workspace, work: Path, *, rsync: bool, wheels: str) -> di
     if rsync:
         old_dir = _extract(v1, work / "x1")
         new_dir = _extract(full2, work / "x2")
+        for bundle in (v1, full2):  # room on the disk for rsync's copy
+            bundle.unlink()
         anchor = _rsync(old_dir, new_dir, work)
         if anchor.get("available"):
             anchor["delta_vs_rsync_sent"] = delta_bytes / max(anchor["bytes_sent"], 1)
@@ -225,9 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         help="pack's --wheels for every pack [all: the bundle carries the whole venv, as "
         "the GPU host's 7.77 GB bundle does]",
     )
+    parser.add_argument("--offline", action="store_true", help="pack --offline (no index)")
     parser.add_argument("--no-rsync", action="store_true", help="leave the rsync anchor out")
     args = parser.parse_args(argv)
     cache = args.cache or default_cache()
+    if args.offline:
+        OFFLINE.append("--offline")
     say = lambda message: print(message, file=sys.stderr)  # noqa: E731
     if args.venv is not None:
         workspace = adopt_workspace(args.venv, cache, say=say)

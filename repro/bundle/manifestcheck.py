@@ -82,7 +82,7 @@ class CheckReport:
         return bool(self.verified)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "manifest": self.source,
             "counts": {
                 "verified": len(self.verified),
@@ -92,19 +92,7 @@ class CheckReport:
                 "malformed": len(self.malformed),
                 "unreadable": len(self.unreadable),
                 "rejected": len(self.rejected),
-                "from_base": len(self.from_base),
             },
-            "base": (
-                None
-                if self.base is None
-                else {
-                    "name": self.base.name,
-                    "version": self.base.version,
-                    "manifest_sha256": self.base.manifest_sha256,
-                    "checked_in": self.base_checked,
-                }
-            ),
-            "from_base": [printable_path(p) for p in self.from_base],
             "verified": [printable_path(p) for p in self.verified],
             "mismatched": [
                 {"path": printable_path(m.path), "expected": m.expected, "actual": m.actual}
@@ -123,6 +111,16 @@ class CheckReport:
                 for r in self.rejected
             ],
         }
+        if self.base is not None:  # a delta bundle: what it needs, what comes from there
+            document["counts"]["from_base"] = len(self.from_base)
+            document["base"] = {
+                "name": self.base.name,
+                "version": self.base.version,
+                "manifest_sha256": self.base.manifest_sha256,
+                "checked_in": self.base_checked,
+            }
+            document["from_base"] = [printable_path(p) for p in self.from_base]
+        return document
 
 
 def excuse_from_base(report: CheckReport, base: BaseRef) -> CheckReport:

@@ -41,9 +41,12 @@ class Deltas:
     cache: Path
 
 
-def _pack(ws: Path, out: Path, cache: Path, version: str, **extra: object) -> PackResult:
-    options = PackOptions(source=ws, output=out, cache_dir=cache, version=version, name="demo")
-    return pack(PackOptions(**{**options.__dict__, **extra}))  # type: ignore[arg-type]
+def _pack(
+    ws: Path, out: Path, cache: Path, version: str, *, name: str = "demo", base: str | None = None
+) -> PackResult:
+    return pack(
+        PackOptions(source=ws, output=out, cache_dir=cache, version=version, name=name, base=base)
+    )
 
 
 @pytest.fixture(scope="module")
