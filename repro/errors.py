@@ -84,6 +84,13 @@ class VerificationError(ReproError):
     exit_code = EXIT_INVALID
 
 
+class DeltaBaseError(ReproError):
+    """A delta bundle and the base it was given (or the target holds) are not the pair
+    it was packed against: another name, version or manifest, or no base at all."""
+
+    exit_code = EXIT_USAGE
+
+
 class ConfigError(ReproError):
     """repro.toml is malformed: unknown keys, wrong types, paths that do not exist."""
 

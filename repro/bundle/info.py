@@ -20,6 +20,7 @@ from typing import Any, Literal
 import tomli_w
 
 from repro import _toml
+from repro.bundle.delta import BASE_TABLE, DELTA_FORMAT_VERSION, BaseRef, dump_base, load_base
 from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.tomltable import TomlTable, choice, is_int
 from repro.bundle.weights import WeightPin, dump_pins, load_pins
@@ -31,6 +32,8 @@ MAX_TIMEOUT_S = 86_400.0
 # 2: [workspace] (where the venv goes under the target), models' large_files.
 # Format 1 bundles still load: their venv is the target itself.
 FORMAT_VERSION = 2
+# 3: a delta bundle ([base], repro.bundle.delta); only deltas are written as 3.
+READ_FORMAT_VERSION = DELTA_FORMAT_VERSION
 
 Engine = Literal["sglang", "vllm", "openai"]
 Role = Literal["drafter", "target"]
@@ -143,6 +146,7 @@ class BundleInfo:
     models: tuple[ModelRef, ...] = ()
     workspace: WorkspaceInfo = WorkspaceInfo()
     format_version: int = FORMAT_VERSION
+    base: BaseRef | None = None  # a delta bundle's base (format 3)
 
     @property
     def top_dir(self) -> str:
@@ -315,10 +319,10 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
         )
     if not is_int(version) or version < 1:
         raise BundleFormatError(f"{source}: key 'format_version' must be a positive integer")
-    if version > FORMAT_VERSION:
+    if version > READ_FORMAT_VERSION:
         raise BundleFormatError(
             f"{source}: bundle format {version} is newer than this repro supports "
-            f"({FORMAT_VERSION}); upgrade repro",
+            f"({READ_FORMAT_VERSION}); upgrade repro",
             hint="pip install --upgrade repro",
         )
     problems: list[str] = []
@@ -361,6 +365,12 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
     workspace = _load_workspace(top.table("workspace", required=False))
     if version >= 2 and "workspace" not in document:
         top.problem("workspace", "is required from format 2 on")
+    base_table = top.table(BASE_TABLE, required=False)
+    base = load_base(base_table) if base_table is not None else None
+    if base is not None and version < DELTA_FORMAT_VERSION:
+        top.problem(BASE_TABLE, f"(a delta's base) needs format_version {DELTA_FORMAT_VERSION}")
+    if base is None and version >= DELTA_FORMAT_VERSION:
+        top.problem(BASE_TABLE, f"is required in format {DELTA_FORMAT_VERSION} (a delta bundle)")
     tool_version = top.string("tool_version")
     top.finish()
     if problems:
@@ -378,6 +388,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
         models=models,
         workspace=workspace,
         format_version=version,
+        base=base,
     )
 
 
@@ -484,6 +495,8 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
     }
     if info.format_version >= 2:
         document["workspace"] = {"venv": info.workspace.venv}
+    if info.base is not None:
+        document[BASE_TABLE] = dump_base(info.base)
     data = tomli_w.dumps(document).encode("utf-8")
     load_bundle_info(data, source=f"bundle.toml of {info.top_dir}")  # never write what won't load
     return data

@@ -7,10 +7,11 @@ directory and from `repro.verbs.check` for an archive read as a stream.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from repro.bundle.delta import BaseRef, always_carried
 from repro.bundle.manifest import (
     MANIFEST_NAME,
     SIGNATURE_SUFFIX,
@@ -58,6 +59,12 @@ class CheckReport:
     malformed: tuple[MalformedLine, ...]
     unreadable: tuple[Unreadable, ...]
     rejected: tuple[RejectedEntry, ...]
+    # A delta bundle (repro.bundle.delta): the base it needs, the members its manifest
+    # lists that it takes from that base (not "missing"), and the base they were checked
+    # in (`check --base OLD`; None: not checked, they are neither verified nor failures).
+    base: BaseRef | None = None
+    from_base: tuple[str, ...] = ()
+    base_checked: str | None = None
 
     def passed(self, *, ignore_missing: bool, strict: bool) -> bool:
         """True when the tree is exactly what the manifest describes.
@@ -75,7 +82,7 @@ class CheckReport:
         return bool(self.verified)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "manifest": self.source,
             "counts": {
                 "verified": len(self.verified),
@@ -104,6 +111,27 @@ class CheckReport:
                 for r in self.rejected
             ],
         }
+        if self.base is not None:  # a delta bundle: what it needs, what comes from there
+            document["counts"]["from_base"] = len(self.from_base)
+            document["base"] = {
+                "name": self.base.name,
+                "version": self.base.version,
+                "manifest_sha256": self.base.manifest_sha256,
+                "checked_in": self.base_checked,
+            }
+            document["from_base"] = [printable_path(p) for p in self.from_base]
+        return document
+
+
+def excuse_from_base(report: CheckReport, base: BaseRef) -> CheckReport:
+    """`report` of a delta against `base`: the members it lacks are taken from the base
+    (`from_base`), not missing, except the metadata every delta carries."""
+    return replace(
+        report,
+        missing=tuple(p for p in report.missing if always_carried(p)),
+        from_base=tuple(p for p in report.missing if not always_carried(p)),
+        base=base,
+    )
 
 
 def exempt_names(manifest_name: str) -> frozenset[str]:

@@ -33,6 +33,12 @@ from repro.verbs.check import CheckOptions, check_target
     is_flag=True,
     help="Missing files are not failures (but something must verify), as in sha256sum.",
 )
+@click.option(
+    "--base",
+    metavar="OLD",
+    help="For a delta bundle: check the members it takes from OLD (its base: an "
+    "archive, URL or directory) against its manifest too.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @jobs_option
 @signature_options
@@ -41,6 +47,7 @@ def check_command(
     target: str,
     strict: bool,
     ignore_missing: bool,
+    base: str | None,
     as_json: bool,
     jobs: int | None,
     quiet: bool,
@@ -56,7 +63,11 @@ def check_command(
     malformed manifest line at once, on stdout (-q: only the problems; -v: every
     file that verified too); the progress bar goes to stderr. Exit 0: everything
     listed verified and nothing is unlisted; 1: the bundle is invalid; 2: usage
-    error or unreadable input.
+    error or unreadable input, or --base is not the delta's base.
+
+    A delta bundle (`repro pack --base`) passes with the members it takes from its
+    base absent; the summary names the base it needs. With --base OLD those members
+    are read from OLD and checked as well.
     """
     with hash_progress(diagnostic_console(), enabled=progress_wanted(quiet)) as bar:
         report = check_target(
@@ -65,6 +76,7 @@ def check_command(
                 jobs=jobs,
                 progress=bar,
                 signature=SignaturePolicy(allowed_signers, identity, require_signature),
+                base=base,
             ),
         )
     passed = report.passed(ignore_missing=ignore_missing, strict=strict)
@@ -145,6 +157,19 @@ def _render(
     if quiet and passed:
         return
     console.print(Text(_summary(report, passed=passed, ignore_missing=ignore_missing)))
+    if report.base is not None:
+        console.print(Text(_delta_line(report)))
+
+
+def _delta_line(report: CheckReport) -> str:
+    """What a delta needs: its base, and how many members come from it."""
+    assert report.base is not None
+    count = len(report.from_base)
+    if report.base_checked is not None:
+        how = f"checked in {report.base_checked}"
+    else:
+        how = "not checked here (pass --base OLD to check them too)"
+    return f"delta: needs base {report.base.describe()}; {count} member(s) come from it, {how}"
 
 
 def _summary(report: CheckReport, *, passed: bool, ignore_missing: bool) -> str:

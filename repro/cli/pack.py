@@ -30,13 +30,15 @@ Example:
   repro pack /srv/dflash                  # ./dflash-<next version>.tar
   repro pack /srv/dflash -o bundles/      # bundles/dflash-<next version>.tar
   repro pack /srv/dflash -o b.tar.zst     # that file, zstd-compressed
+  repro pack /srv/dflash --base dflash-3.tar -o dflash-4.tar   # a delta
 
 \b
 Exit codes:
   0  packed
   1  the environment cannot be packed as it is (see the message); --require-gpu:
      a distribution has no code for that GPU (nothing written)
-  2  usage error, unreadable input, an -o repro cannot write
+  2  usage error, unreadable input, an -o repro cannot write; --base: a base of
+     another name
 """
 
 
@@ -124,6 +126,13 @@ Exit codes:
     help="As --gpu, but fail before writing when a distribution has no code at all for "
     "it and the bundle does not carry its source (repeatable).",
 )
+@click.option(
+    "--base",
+    metavar="OLD",
+    help="Write a delta bundle: only the members whose digest differs from those of OLD "
+    "(an earlier bundle of this name: an archive, an http(s) or file:// URL, or a "
+    "directory), with the full manifest and OLD's identity (docs/upgrade.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @verbosity_options
 def pack_command(
@@ -146,6 +155,7 @@ def pack_command(
     sbom: bool,
     gpus: tuple[str, ...],
     require_gpus: tuple[str, ...],
+    base: str | None,
     as_json: bool,
     quiet: bool,
     verbose: bool,
@@ -179,6 +189,7 @@ def pack_command(
         sign=sign,
         import_modules=import_modules,
         sbom=sbom,
+        base=base,
         gpus=parse_gpus(gpus),
         require_gpus=parse_gpus(require_gpus),
     )
@@ -208,6 +219,16 @@ def _summary(
     table.add_row("bundle", escape(str(result.path)) if result.path else "stdout")
     if result.path is not None:
         table.add_row("size", f"{result.bundle_bytes / 2**20:.1f} MiB, {result.members} files")
+    if result.delta is not None:
+        delta = result.delta
+        table.add_row(
+            "delta",
+            escape(
+                f"against {delta.base.name} {delta.base.version}: carried "
+                f"{delta.carried_members} files ({_size(delta.carried_bytes)}), "
+                f"{delta.base_members} from the base ({_size(delta.base_bytes)})"
+            ),
+        )
     table.add_row("distributions", str(result.distributions))
     table.add_row("vault wheels", escape(", ".join(result.vault_wheels)) or "none")
     table.add_row("patched files", escape("\n".join(result.patched_files)) or "none")
@@ -225,3 +246,7 @@ def _summary(
         diagnostics.print(f"left out: {escape(item)}", highlight=False, soft_wrap=True)
     if result.path is not None and not sys.stdout.isatty():
         echo(str(result.path))
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"

@@ -56,7 +56,7 @@ Exit codes:
   0  rebuilt (or already in the bundle's state; --dry-run: the plan)
   1  the bundle does not verify, or the preflight failed
   2  usage error or unreadable bundle; a target holding another bundle, or another
-     run holding its lock
+     run holding its lock; a delta whose base is not --base OLD nor the target's
   3  install failed
   4  patch conflict: nothing was written
   5  smoke ladder failed
@@ -137,6 +137,13 @@ Exit codes:
     "box's GPUs, after the install: auto, those with no code for a GPU here; always, "
     "every one; never, none (the preflight then fails on a distribution with no code).",
 )
+@click.option(
+    "--base",
+    metavar="OLD",
+    help="BUNDLE is a delta (`repro pack --base`): OLD is its base (an archive, URL or "
+    "directory); the full bundle is made from both, each member from OLD checked "
+    "against BUNDLE's manifest, then unpacked as usual.",
+)
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -165,6 +172,7 @@ def unpack_command(
     no_exec: bool,
     keep_bundle: bool,
     rebuild_kernels: str,
+    base: str | None,
     allowed_signers: Path | None,
     identity: str | None,
     require_signature: bool,
@@ -219,6 +227,7 @@ def unpack_command(
             no_exec=no_exec,
             keep_bundle=keep_bundle,
             rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
+            base=base,
             signature=SignaturePolicy(allowed_signers, identity, require_signature),
             jobs=jobs,
             verify_weights=verify_weights,

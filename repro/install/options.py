@@ -43,6 +43,8 @@ class UnpackOptions:
     verify_weights: bool = False  # the models step reads every pinned weight file's sha256
     # hears the bytes of --verify-weights (the CLI's bar on stderr); not a setting
     weights_progress: ProgressSink | None = field(default=None, compare=False, repr=False)
+    # a delta bundle's base (archive, URL, directory): the full bundle is made in staging
+    base: str | None = None
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control

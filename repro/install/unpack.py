@@ -28,6 +28,7 @@ from repro.install.deploy.services import RequiredSecret, required_secrets
 from repro.install.drift import KEPT_BUNDLE, target_drift, target_info
 from repro.install.options import Events, UnpackOptions
 from repro.install.read.bundle import is_directory, read_bundle
+from repro.install.read.delta import delta_target_decision
 from repro.install.read.staging import moved_away
 from repro.install.report import StageResult, StepRecorder, StepReport, UnpackReport
 from repro.install.smoke import SmokeStep
@@ -64,7 +65,9 @@ def unpack(
         )
     streamed = (
         StreamedInstall(options)
-        if StreamedInstall.wanted_for(options) and not is_directory(options.bundle)
+        if StreamedInstall.wanted_for(options)
+        and not is_directory(options.bundle)
+        and options.base is None
         else None
     )
     with read_bundle(
@@ -74,9 +77,25 @@ def unpack(
         jobs=options.jobs,
         progress=progress,
         streamed=streamed,
+        base=options.base,
     ) as (bundle_dir, info):
         staged = streamed.outcome() if streamed is not None else None
         return _unpack_verified(options, bundle_dir, info, emit, smoke, staged)
+
+
+def _delta_in_place(options: UnpackOptions, info: BundleInfo, target: Path) -> None:
+    """A delta read without --base: only what it carries is in staging. Refused, before
+    the target is touched, unless the target holds its base; applied in place there by
+    the upgrade (not in this build: refused too, saying so)."""
+    assert info.base is not None
+    decision = delta_target_decision(info.base, target, delta=options.bundle)
+    decision.raise_unless_ok()
+    raise UsageError(
+        f"{options.bundle} is a delta against {info.base.describe()}, which {target} "
+        "holds; applying a delta in place is not available in this build",
+        hint=f"unpack it with --base OLD (OLD: {info.base.name} {info.base.version}) into "
+        "another target",
+    )
 
 
 def _unpack_verified(
@@ -89,6 +108,8 @@ def _unpack_verified(
 ) -> UnpackReport:
     _still_no_link(options.target)
     target = (options.target or Path.cwd() / info.top_dir).resolve()
+    if info.base is not None and options.base is None:
+        _delta_in_place(options, info, target)
     manifest = sha256_file(layout.at(bundle_dir, layout.MANIFEST))
     identity = BundleIdentity(info.name, info.version, manifest)
     report = UnpackReport(

@@ -18,6 +18,7 @@ from pathlib import Path
 from repro.bundle.manifest import ProgressSink
 from repro.errors import NotAsRecorded
 from repro.snapshot.stages import (
+    delta,
     kernels,
     kernelsources,
     locks,
@@ -94,6 +95,7 @@ def _pack(
         probed = probe.probe(start, background, say)
         facts = probed.facts
         target = output.target(start.options, start.config, facts)
+        base = delta.open_base(start.options, target)  # before the long part
         env = probe.environment(start, facts, background)
         # before the long part: a [kernels.<dist>] of repro.toml that names nothing fails here
         carried = kernelsources.kernel_sources(start, env, say)
@@ -118,7 +120,11 @@ def _pack(
             sources=carried,
             temp=temp,
             say=say,
+            base=(base.ref, base.info.created) if base is not None else None,
         )
+        if base is not None:
+            say(f"leaving out what {start.options.base} holds already")
+            assembled = delta.subtract(assembled, base, jobs=start.options.jobs)
         cache = scanned.cache
         del scanned  # the scan's results (one per installed file) go before the writing
         size = members.write(assembled, target, start, progress=writing, say=say)

@@ -1,7 +1,11 @@
 """`repro check`: verify a bundle directory, a MANIFEST.sha256 or an archive.
 
 `check_target` decides what kind of target it was given and hands it to the one
-function that checks that kind; the CLI renders the resulting CheckReport.
+function that checks that kind; the CLI renders the resulting CheckReport. A delta
+bundle (its bundle.toml has `[base]`, repro.bundle.delta) passes with the members it
+takes from its base absent: the report names the base and those members
+(`from_base`), and with `CheckOptions.base` they are read from that base and checked
+against the delta's manifest too.
 """
 
 from __future__ import annotations
@@ -9,24 +13,36 @@ from __future__ import annotations
 import enum
 import os
 import stat
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
 from repro.archive.common import detect_compression
+from repro.archive.deltabase import mismatched_members, read_base
 from repro.archive.reader import iter_members_at
-from repro.bundle.manifest import MANIFEST_NAME, SIGNATURE_SUFFIX, ProgressSink, parse_manifest
-from repro.bundle.manifestcheck import CheckReport, compare_digests
+from repro.bundle import layout
+from repro.bundle.info import load_bundle_info
+from repro.bundle.manifest import (
+    MANIFEST_NAME,
+    SIGNATURE_SUFFIX,
+    ProgressSink,
+    parse_manifest,
+    path_order,
+    read_manifest,
+)
+from repro.bundle.manifestcheck import CheckReport, Mismatch, compare_digests, excuse_from_base
 from repro.bundle.manifesttree import verify_directory
 from repro.bundle.signing import SIGNATURE_NAME, SignaturePolicy, verify_signature
 from repro.bundle.stream import is_url, open_archive
-from repro.errors import ArchiveError, InputError, SignatureError
-from repro.hashing import hash_spans, sha256_stream
+from repro.errors import ArchiveError, BundleFormatError, InputError, SignatureError
+from repro.hashing import hash_spans, sha256_bytes, sha256_stream
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst")
 _SNIFF_BYTES = 64 << 10
 MAX_MANIFEST_BYTES = 256 << 20
 MAX_SIGNATURE_BYTES = 64 << 10
+MAX_BUNDLE_TOML_BYTES = 16 << 20
 
 
 class TargetKind(enum.Enum):
@@ -40,6 +56,7 @@ class CheckOptions:
     jobs: int | None = None
     progress: ProgressSink | None = None
     signature: SignaturePolicy = field(default_factory=SignaturePolicy)
+    base: str | None = None  # a delta's base (archive, URL, directory): check the whole
 
 
 def check_target(target: str, options: CheckOptions) -> CheckReport:
@@ -58,9 +75,15 @@ def check_target(target: str, options: CheckOptions) -> CheckReport:
     else:
         manifest_path = Path(target)
     _verify_signature_file(manifest_path, options.signature)
-    return verify_directory(
+    report = verify_directory(
         manifest_path.parent, manifest_path, jobs=options.jobs, on_progress=options.progress
     )
+    if report.missing and manifest_path.name == MANIFEST_NAME:
+        toml = _small_file(layout.at(manifest_path.parent, layout.BUNDLE_TOML))
+        if toml is not None:
+            listed = {e.path: e.digest for e in read_manifest(manifest_path).entries}
+            return as_delta(report, toml, listed, target, options)
+    return report
 
 
 def check_archive(target: str, options: CheckOptions) -> CheckReport:
@@ -86,6 +109,7 @@ def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> Check
     digests: dict[str, str] = {}
     manifest_bytes: bytes | None = None
     signature: bytes | None = None
+    toml: bytes | None = None
     # An uncompressed tar on disk: one pass over the headers (data skipped by seeking),
     # then the members hashed in parallel with pread. A stream: hashed as it passes.
     spans: list[tuple[str, int, int]] = []
@@ -101,6 +125,10 @@ def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> Check
             signature = data.read(MAX_SIGNATURE_BYTES + 1)
             if len(signature) > MAX_SIGNATURE_BYTES:
                 raise SignatureError(f"{source}: {SIGNATURE_NAME} is too large to be a signature")
+            continue
+        if member.name == layout.BUNDLE_TOML and member.size <= MAX_BUNDLE_TOML_BYTES:
+            toml = data.read()
+            digests[member.name] = sha256_bytes(toml)
             continue
         if position is not None:
             spans.append((member.name, position, member.size))
@@ -129,7 +157,63 @@ def _check_stream(stream: BinaryIO, source: str, options: CheckOptions) -> Check
     verify_signature(manifest_bytes, signature, options.signature, source=source)
     manifest = parse_manifest(manifest_bytes, source=f"{source}:{MANIFEST_NAME}")
     present = set(digests)
-    return compare_digests(manifest, digests, present=present)
+    report = compare_digests(manifest, digests, present=present)
+    if report.missing and toml is not None:
+        listed = {entry.path: entry.digest for entry in manifest.entries}
+        return as_delta(report, toml, listed, source, options)
+    return report
+
+
+def as_delta(
+    report: CheckReport,
+    toml: bytes,
+    listed: Mapping[str, str],
+    source: str,
+    options: CheckOptions,
+) -> CheckReport:
+    """`report` of a delta bundle: the members it takes from its base are not missing.
+    Only a bundle.toml that verified and has `[base]` makes it a delta; the metadata
+    every delta carries (`always_carried`) stays missing when absent. With
+    `options.base`, those members are read from the base (refused unless it is the
+    delta's base) and checked against `listed`, the delta's manifest."""
+    if layout.BUNDLE_TOML not in report.verified:
+        return report
+    try:
+        info = load_bundle_info(toml, source=f"{source}: {layout.BUNDLE_TOML}")
+    except BundleFormatError:
+        return report
+    if info.base is None:
+        return report
+    report = excuse_from_base(report, info.base)
+    from_base = report.from_base
+    if options.base is None or not from_base:
+        return report
+    read = read_base(options.base, wanted=from_base, expected=info.base, delta=source)
+    wrong = mismatched_members(read, listed)
+    bad = {path for path, _, _ in wrong}
+    mismatched = report.mismatched + tuple(
+        Mismatch(path, expected, actual) for path, expected, actual in wrong
+    )
+    verified = report.verified + tuple(p for p in from_base if p not in bad)
+    return replace(
+        report,
+        verified=tuple(sorted(verified, key=path_order)),
+        mismatched=tuple(sorted(mismatched, key=lambda m: path_order(m.path))),
+        base_checked=options.base,
+    )
+
+
+def _small_file(path: Path) -> bytes | None:
+    """A bundle directory's bundle.toml, if it is a regular file of a sane size."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        data = stream.read(MAX_BUNDLE_TOML_BYTES + 1)
+    return data if len(data) <= MAX_BUNDLE_TOML_BYTES else None
 
 
 def _verify_signature_file(manifest_path: Path, policy: SignaturePolicy) -> None:

@@ -12,6 +12,7 @@ from repro.archive.reader import read_member
 from repro.archive.writer import DeterministicTarWriter
 from repro.bundle.info import (
     FORMAT_VERSION,
+    READ_FORMAT_VERSION,
     BundleInfo,
     Gpu,
     LadderInfo,
@@ -149,7 +150,7 @@ def test_wrong_types_name_key_and_expected_type() -> None:
 def test_newer_format_is_refused_with_upgrade_message() -> None:
     message = error_of(MINIMAL.replace(b"format_version = 1", b"format_version = 7"))
     assert (
-        f"bundle format 7 is newer than this repro supports ({FORMAT_VERSION}); upgrade repro"
+        f"bundle format 7 is newer than this repro supports ({READ_FORMAT_VERSION}); upgrade repro"
         in message
     )
 

@@ -20,11 +20,12 @@ from repro.bundle import layout
 from repro.bundle.fetch import ResumableHTTPStream
 from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.manifest import ProgressSink
-from repro.bundle.manifestcheck import CheckReport
+from repro.bundle.manifestcheck import CheckReport, excuse_from_base
 from repro.bundle.manifesttree import verify_directory
 from repro.bundle.signing import SignaturePolicy, verify_signature
 from repro.errors import InputError, VerificationError
 from repro.install.read.contents import check_bundle_contents
+from repro.install.read.delta import complete_from_base, staged_base
 from repro.install.read.staging import LOCK_SUFFIX, STAGED_VENV, staging_dir
 from repro.install.venv.streamed import StreamedInstall
 from repro.treecopy import copy_bundle_dir
@@ -78,10 +79,14 @@ def verify_bundle_dir(
     known: Mapping[str, str] | None = None,
     jobs: int | None = None,
     consumed: Collection[str] = (),
+    *,
+    partial: bool = False,
 ) -> BundleInfo:
     """Signature first (when asked for), then every file against the manifest, then
     bundle.toml. `known`: digests taken while this process extracted the files, and
-    `consumed` those of them it removed since (see `verify_directory`)."""
+    `consumed` those of them it removed since (see `verify_directory`). `partial`: a
+    delta bundle may lack the members it takes from its base (only what it carries is
+    verified, and its info has `base`); else every listed member must be there."""
     manifest = layout.at(bundle_dir, layout.MANIFEST)
     if signature is not None and signature.active:
         if not manifest.is_file():
@@ -93,9 +98,12 @@ def verify_bundle_dir(
             signature,
             source=where,
         )
-    _verified(
-        verify_directory(bundle_dir, manifest, jobs=jobs, known=known, consumed=consumed), where
-    )
+    report = verify_directory(bundle_dir, manifest, jobs=jobs, known=known, consumed=consumed)
+    if partial and report.missing:
+        base = staged_base(bundle_dir, where)
+        if base is not None:
+            report = excuse_from_base(report, base)
+    _verified(report, where)
     toml = layout.at(bundle_dir, layout.BUNDLE_TOML)
     if not toml.is_file():
         raise VerificationError(f"{where}: the bundle has no {layout.BUNDLE_TOML}")
@@ -113,6 +121,7 @@ def read_bundle(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     streamed: StreamedInstall | None = None,
+    base: str | None = None,
 ) -> Iterator[tuple[Path, BundleInfo]]:
     """The verified bundle directory (a staging copy of ours) and its info, while the
     block runs.
@@ -126,21 +135,40 @@ def read_bundle(
     repro.install.read.staging) until the block ends; then it is removed, unless the block
     moved it away. `progress` follows the extraction or copy (files and bytes).
     `streamed` (an archive read as a stream) unpacks vault wheels as they arrive, into
-    its prefix in the staging area (repro.install.venv.streamed)."""
+    its prefix in the staging area (repro.install.venv.streamed).
+
+    A delta bundle (repro.bundle.delta) is made whole in staging from `base` before it
+    is verified (repro.install.read.delta); without `base` only what it carries is
+    verified, and the caller judges whether the target holds its base."""
     with staging_dir(staging_parent) as dest:
         if is_directory(bundle):
             lock = dest.with_name(f"{dest.name}{LOCK_SUFFIX}")
             copied = copy_bundle_dir(Path(bundle), dest, jobs=jobs, progress=progress, skip=[lock])
-            yield dest, verify_bundle_dir(dest, bundle, signature, known=copied, jobs=jobs)
+            if base is not None:
+                complete_from_base(dest, bundle, base, copied)
+            yield (
+                dest,
+                verify_bundle_dir(
+                    dest, bundle, signature, known=copied, jobs=jobs, partial=base is None
+                ),
+            )
             return
         infos: list[BundleInfo] = []
         written: dict[str, str] = {}  # hashed while extracted: not read back to be checked
 
         def verify(top: Path) -> None:
             consumed = streamed.settle() if streamed is not None else frozenset()
+            if base is not None:
+                complete_from_base(top, bundle, base, written)
             infos.append(
                 verify_bundle_dir(
-                    top, bundle, signature, known=written, jobs=jobs, consumed=consumed
+                    top,
+                    bundle,
+                    signature,
+                    known=written,
+                    jobs=jobs,
+                    consumed=consumed,
+                    partial=base is None,
                 )
             )
 

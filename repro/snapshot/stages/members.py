@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repro import __version__
 from repro.archive.writer import source_date_epoch
 from repro.bundle import layout
+from repro.bundle.delta import DELTA_FORMAT_VERSION, BaseRef
 from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import BundleInfo, dump_bundle_info
 from repro.bundle.manifest import ProgressSink
@@ -31,7 +33,7 @@ from repro.snapshot.stages import info as info_stage
 from repro.snapshot.stages.kernels import Kernels
 from repro.snapshot.stages.kernelsources import KernelSources
 from repro.snapshot.stages.locks import Locks
-from repro.snapshot.stages.options import Progress
+from repro.snapshot.stages.options import DeltaSummary, Progress
 from repro.snapshot.stages.output import SUFFIX, Target
 from repro.snapshot.stages.probe import Environment, Start
 from repro.snapshot.stages.report import pack_report
@@ -56,6 +58,9 @@ class Assembled:
     fill: Fill | None  # the reserved members' final bytes (stage `locks`)
     warnings: tuple[str, ...]  # sorted, each once, no credential in any
     unmet: tuple[UnmetRequirement, ...]
+    # a delta (stage `delta`): the members taken from the base, by digest, and a summary
+    listed: Mapping[str, str] = field(default_factory=dict)
+    delta: DeltaSummary | None = None
 
 
 def assemble(
@@ -70,8 +75,13 @@ def assemble(
     sources: KernelSources,
     temp: Path,
     say: Progress,
+    base: tuple[BaseRef, str] | None = None,
 ) -> Assembled:
-    """All members, from the results of the stages before (`scan` only for its counts)."""
+    """All members, from the results of the stages before (`scan` only for its counts).
+
+    `base` (a delta: the base's identity and bundle.toml `created`) goes into
+    bundle.toml's `[base]`, and repro's own wheels are made with the base's timestamp, so
+    that the same repro gives the same wheels as the base holds."""
     patched, vaulted, locks, workspace = stages
     warnings = [*patched.warnings, *vaulted.warnings, *workspace.warnings, *locks.warnings]
     warnings += kernels.warnings
@@ -98,6 +108,10 @@ def assemble(
     info = info_stage.describe_bundle(
         target, start.config, facts, workspace, start.options.source, epoch
     )
+    tool_epoch = epoch
+    if base is not None:
+        info = replace(info, base=base[0], format_version=DELTA_FORMAT_VERSION)
+        tool_epoch = _epoch_of(base[1])
     members.add(layout.BUNDLE_TOML, dump_bundle_info(info))
     # the canonical name, never -o's: the archive's bytes do not depend on -o
     bundle_file = f"{info.top_dir}{SUFFIX[target.compression]}"
@@ -117,7 +131,7 @@ def assemble(
         bootstrap = _bootstrap_wheels(
             start.cache_dir / "tool-wheels",
             env.tool_inputs.result(),
-            epoch=epoch,
+            epoch=tool_epoch,
             facts=facts,
             tags=env.tags.result(),
             download=start.options.download,
@@ -164,7 +178,13 @@ def write(
         fill=assembled.fill,
         jobs=start.options.jobs,
         progress=progress,
+        listed=assembled.listed,
     )
+
+
+def _epoch_of(created: str) -> int:
+    """bundle.toml's `created` (RFC 3339, UTC, `Z`) as seconds since the epoch."""
+    return int(datetime.fromisoformat(created[:19] + "+00:00").timestamp())
 
 
 def _add_patches(members: Members, patches: Sequence[CollectedPatch]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.archive.common import Compression
+from repro.bundle.delta import BaseRef
 from repro.gpu.targets import GpuTarget
 from repro.snapshot.facts.requirements import UnmetRequirement
 from repro.snapshot.vault.build import WheelsMode
@@ -46,6 +47,32 @@ class PackOptions:
     # distribution not native there, --require-gpu fails before writing where one has none
     gpus: tuple[GpuTarget, ...] = ()
     require_gpus: tuple[GpuTarget, ...] = ()
+    # --base: the bundle (archive, URL, directory) a delta is packed against; None: full
+    base: str | None = None
+
+
+@dataclass(frozen=True)
+class DeltaSummary:
+    """What a delta pack carried and what it left to its base."""
+
+    base: BaseRef
+    carried_members: int  # the files written, the manifest and its signature included
+    carried_bytes: int
+    base_members: int  # listed in the manifest, taken from the base
+    base_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base": {
+                "name": self.base.name,
+                "version": self.base.version,
+                "manifest_sha256": self.base.manifest_sha256,
+            },
+            "carried_members": self.carried_members,
+            "carried_bytes": self.carried_bytes,
+            "base_members": self.base_members,
+            "base_bytes": self.base_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -65,6 +92,7 @@ class PackResult:
     left_out: tuple[str, ...] = ()
     unmet_requirements: tuple[UnmetRequirement, ...] = ()
     kernel_sources: tuple[str, ...] = ()  # one line per carried source tree, with its size
+    delta: DeltaSummary | None = None  # packed with --base
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +111,7 @@ class PackResult:
             "left_out": list(self.left_out),
             "kernel_sources": list(self.kernel_sources),
             "unmet_requirements": [u.to_json() for u in self.unmet_requirements],
+            "delta": self.delta.to_json() if self.delta is not None else None,
         }
 
 

@@ -51,6 +51,7 @@ class Target:
     version: str
     compression: Compression
     output: Path | None  # None: stdout
+    delta: bool = False  # packed against a base (--base): every digest taken ahead
 
     @property
     def top(self) -> str:
@@ -59,7 +60,7 @@ class Target:
     @property
     def can_defer_digests(self) -> bool:
         """Whether the writing can take the vault wheels' sha256 and fill them in after."""
-        return can_defer_digests(self.output, self.compression)
+        return not self.delta and can_defer_digests(self.output, self.compression)
 
 
 def target(options: PackOptions, config: Config, facts: EnvironmentFacts) -> Target:
@@ -70,7 +71,7 @@ def target(options: PackOptions, config: Config, facts: EnvironmentFacts) -> Tar
     output = None if options.to_stdout else _output_path(options, f"{name}-{version}", compression)
     if output is not None:
         _refuse_output_inside(output, facts)
-    return Target(name, version, compression, output)
+    return Target(name, version, compression, output, delta=options.base is not None)
 
 
 def bundle_name(options: PackOptions, config: Config) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from repro.snapshot.facts.requirements import UnmetRequirement
 from repro.snapshot.scan.compare import ScanReport
-from repro.snapshot.stages.options import PackOptions, PackResult
+from repro.snapshot.stages.options import DeltaSummary, PackOptions, PackResult
 from repro.snapshot.stages.output import Target
 from repro.snapshot.workspace.leftout import LeftOut
 from repro.snapshot.write.bundle import Members
@@ -53,6 +53,8 @@ class AssembledMembers(Protocol):
     def warnings(self) -> tuple[str, ...]: ...
     @property
     def unmet(self) -> tuple[UnmetRequirement, ...]: ...
+    @property
+    def delta(self) -> DeltaSummary | None: ...
 
 
 def result(
@@ -83,4 +85,5 @@ def result(
         left_out=tuple(item.describe() for item in workspace.left_out),
         unmet_requirements=assembled.unmet,
         kernel_sources=sources.described() if sources is not None else (),
+        delta=assembled.delta,
     )

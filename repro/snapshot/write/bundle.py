@@ -193,13 +193,16 @@ def stream_members(
     fill: Fill | None = None,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    listed: Mapping[str, str] | None = None,
 ) -> None:
     """Write `members` as the archive `top` into `out`; `progress` is told the files
     and bytes to come, then each member's size once its bytes are written (the
-    manifest and signature, made at the end, count as they are added)."""
+    manifest and signature, made at the end, count as they are added). `listed`: the
+    digests of members the manifest lists and the archive does not carry (a delta's
+    members taken from its base)."""
     sizes: dict[str, int] = {}
     if progress is not None:
-        sizes = {rel: _size(content) for rel, content in members.items.items()}
+        sizes = {rel: content_size(content) for rel, content in members.items.items()}
         progress.start(sum(sizes.values()), len(sizes))
 
     def advance(nbytes: int) -> None:
@@ -263,10 +266,10 @@ def stream_members(
             for rel, data in filled_in.items():
                 writer.fill(rel, data)
         for rel, content in generated:
-            data = content.render(writer.digests, filled_in)
+            data = content.render({**writer.digests, **(listed or {})}, filled_in)
             writer.add_bytes(rel, data, executable=rel in members.executable)
             advance(len(data))
-        manifest = format_manifest(writer.digests.items())
+        manifest = format_manifest({**writer.digests, **(listed or {})}.items())
         writer.add_bytes(MANIFEST_NAME, manifest)
         advance(len(manifest))
         if sign is not None:
@@ -275,7 +278,7 @@ def stream_members(
             advance(len(signature))
 
 
-def _size(content: Content) -> int:
+def content_size(content: Content) -> int:
     """A member's size before it is written (a file's as it is now)."""
     if isinstance(content, Path):
         return content.stat().st_size
@@ -334,8 +337,10 @@ def write_bundle(
     fill: Fill | None = None,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    listed: Mapping[str, str] | None = None,
 ) -> int:
-    """Write the archive to `output` (stdout when None); return its size in bytes."""
+    """Write the archive to `output` (stdout when None); return its size in bytes.
+    `listed`: see `stream_members`."""
 
     def write(out: BinaryIO) -> None:
         stream_members(
@@ -348,6 +353,7 @@ def write_bundle(
             fill=fill,
             jobs=jobs,
             progress=progress,
+            listed=listed,
         )
 
     if output is None:
