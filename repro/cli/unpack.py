@@ -131,6 +131,14 @@ Exit codes:
     "box's GPUs, after the install: auto, those with no code for a GPU here; always, "
     "every one; never, none (the preflight then fails on a distribution with no code).",
 )
+@click.option(
+    "--keep-releases",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="An upgrade in place keeps what it replaced under TARGET/.repro/releases/<version>/ "
+    "for `repro rollback`: this many releases, the oldest dropped.",
+)
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -158,6 +166,7 @@ def unpack_command(
     no_exec: bool,
     keep_bundle: bool,
     rebuild_kernels: str,
+    keep_releases: int,
     allowed_signers: Path | None,
     identity: str | None,
     require_signature: bool,
@@ -200,6 +209,7 @@ def unpack_command(
         no_exec=no_exec,
         keep_bundle=keep_bundle,
         rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
+        keep_releases=keep_releases,
         signature=SignaturePolicy(allowed_signers, identity, require_signature),
         jobs=jobs,
     )

@@ -39,6 +39,7 @@ class UnpackOptions:
     jobs: int | None = None  # files hashed in parallel by the verification
     keep_bundle: bool = False  # keep the vault's wheels in TARGET/.repro/bundle too
     rebuild_kernels: RebuildKernels = "auto"
+    keep_releases: int = 2  # an upgrade in place keeps this many releases to roll back to
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control
