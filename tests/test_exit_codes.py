@@ -92,7 +92,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
     bundles = root / "bundles"
     bundles.mkdir()
     good = _pack(ws, bundles / "demo-1.tar", "--version", "1", "--wheels", "all")
-    other = _pack(ws, bundles / "demo-2.tar", "--version", "2", "--wheels", "all")
+    # a bundle of another name: refused over demo's target (another version of demo
+    # would upgrade it in place: tests/install/test_upgrade.py)
+    other = _pack(
+        ws, bundles / "other-2.tar", "--name", "other", "--version", "2", "--wheels", "all"
+    )
     no_wheels = _pack(ws, bundles / "nowheels-1.tar", "--version", "1")
     smoke_ws = _workspace(
         root / "smoke-ws",

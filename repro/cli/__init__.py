@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "init": "repro.cli.init:init_command",
     "inspect": "repro.cli.inspection:inspect_command",
     "pack": "repro.cli.pack:pack_command",
+    "rollback": "repro.cli.rollback:rollback_command",
     "sbom": "repro.cli.sbom:sbom_command",
     "scan": "repro.cli.scan:scan_command",
     "smoke": "repro.cli.smoke:smoke_command",

@@ -144,6 +144,14 @@ Exit codes:
     "directory); the full bundle is made from both, each member from OLD checked "
     "against BUNDLE's manifest, then unpacked as usual.",
 )
+@click.option(
+    "--keep-releases",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="An upgrade in place keeps what it replaced under TARGET/.repro/releases/<version>/ "
+    "for `repro rollback`: this many releases, the oldest dropped.",
+)
 @signature_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -173,6 +181,7 @@ def unpack_command(
     keep_bundle: bool,
     rebuild_kernels: str,
     base: str | None,
+    keep_releases: int,
     allowed_signers: Path | None,
     identity: str | None,
     require_signature: bool,
@@ -228,6 +237,7 @@ def unpack_command(
             keep_bundle=keep_bundle,
             rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
             base=base,
+            keep_releases=keep_releases,
             signature=SignaturePolicy(allowed_signers, identity, require_signature),
             jobs=jobs,
             verify_weights=verify_weights,

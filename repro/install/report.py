@@ -67,6 +67,7 @@ class UnpackReport:
     drift: tuple[Drift, ...] = ()  # a rerun: what changed since
     would_run: tuple[str, ...] = ()  # --no-exec: what was not run
     secrets: tuple[RequiredSecret, ...] = ()  # credentials units need
+    upgrade: dict[str, Any] | None = None  # an upgrade in place: what changed, what not
 
     def with_step(self, step: StepReport) -> UnpackReport:
         return replace(self, steps=(*self.steps, step))
@@ -89,6 +90,7 @@ class UnpackReport:
             "smoke": self.smoke.to_json() if self.smoke is not None else None,
             "would_run": list(self.would_run),
             "secrets": [s.to_json() for s in self.secrets],
+            "upgrade": self.upgrade,
         }
 
 

@@ -25,16 +25,33 @@ from repro.hashing import sha256_file
 from repro.install import stages
 from repro.install.deploy.restore import venv_dir
 from repro.install.deploy.services import RequiredSecret, required_secrets
-from repro.install.drift import KEPT_BUNDLE, target_drift, target_info
+from repro.install.drift import KEPT_BUNDLE, kept_bundle, target_drift, target_info
+from repro.install.inplace import apply_upgrade, fresh_install_facts, upgraded_state
 from repro.install.options import Events, UnpackOptions
 from repro.install.read.bundle import is_directory, read_bundle
 from repro.install.read.delta import delta_target_decision
 from repro.install.read.staging import moved_away
+from repro.install.releases import begin as begin_release
+from repro.install.releases import (
+    drop_leftovers,
+    interrupted_upgrade,
+    pending_rollback,
+    undo_interrupted,
+)
+from repro.install.releases import finish as finish_release
 from repro.install.report import StageResult, StepRecorder, StepReport, UnpackReport
 from repro.install.smoke import SmokeStep
-from repro.install.state import STATE_DIR, BundleIdentity, open_state
+from repro.install.state import (
+    STATE_DIR,
+    STEPS,
+    BundleIdentity,
+    UnpackState,
+    load_state,
+    open_state,
+)
 from repro.install.transaction.atomic import exclusive_lock, remove_temp_leftovers
 from repro.install.transaction.patching import unpatch
+from repro.install.upgrade import manifest_of, plan_upgrade
 from repro.install.venv.guard import trusted_interpreter
 from repro.install.venv.site import site_packages_of
 from repro.install.venv.streamed import StagedVenv, StreamedInstall
@@ -121,6 +138,12 @@ def _unpack_verified(
     )
     emit("verify", "done", f"{info.top_dir}: every file matches {layout.MANIFEST}")
 
+    if not options.replace:
+        upgraded = upgrade_in_place(
+            options, bundle_dir, info, identity, target, report, emit, smoke
+        )
+        if upgraded is not None:
+            return upgraded
     state = open_state(target, identity, replace=options.replace)
     run = StepRecorder(report, state, emit)
 
@@ -160,6 +183,152 @@ def _unpack_verified(
         if not run.state.is_done("install"):
             _restore_vault(bundle_dir, kept)
         return _run_stages(options, info, target, python, run, smoke, staged)
+
+
+def upgrade_in_place(
+    options: UnpackOptions,
+    bundle_dir: Path,
+    info: BundleInfo,
+    identity: BundleIdentity,
+    target: Path,
+    report: UnpackReport,
+    emit: Events,
+    smoke: SmokeStep | None,
+) -> UnpackReport | None:
+    """`target` holds another bundle of the same name (or an upgrade cut short): it is
+    moved to this one in place (repro.install.upgrade, inplace, releases). None: not an
+    upgrade, the ordinary unpack goes on (a fresh target, a resume, nothing to do)."""
+    if pending_rollback(target) is not None:
+        raise UsageError(
+            f"{target}: a rollback was cut short; run `repro rollback {target}` again first"
+        )
+    existing = load_state(target)
+    interrupted = interrupted_upgrade(target) is not None
+    if not interrupted and (
+        existing is None or existing.bundle == identity or existing.bundle.name != info.name
+    ):
+        return None
+    if options.dry_run:
+        return _upgrade_dry_run(options, bundle_dir, info, target, report, emit, interrupted)
+    target.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(target / STATE_DIR / LOCK, what="unpacking"):
+        if undo_interrupted(target):
+            emit("upgrade", "undone", "an upgrade cut short was undone; upgrading again")
+        drop_leftovers(target)
+        existing = load_state(target)
+        if existing is None or existing.bundle == identity:
+            return None  # back where it was: the ordinary run resumes or does nothing
+        return _upgrade_locked(options, bundle_dir, info, identity, target, report, emit, smoke)
+
+
+def _upgrade_dry_run(
+    options: UnpackOptions,
+    bundle_dir: Path,
+    info: BundleInfo,
+    target: Path,
+    report: UnpackReport,
+    emit: Events,
+    interrupted: bool,
+) -> UnpackReport:
+    preflight = stages.preflight(bundle_dir, info, options, target, emit)
+    plan = plan_upgrade(kept_bundle(target), bundle_dir, manifest_of(bundle_dir))
+    text = ("an upgrade cut short would be undone first; " if interrupted else "") + (
+        f"would upgrade in place: {plan.summary()}"
+    )
+    report = replace(report, preflight=preflight, upgrade=plan.to_json(), plan=text)
+    report = replace(
+        report, pending=tuple(s for s in stages.pending(_no_state(target, info), options))
+    )
+    return report.with_step(StepReport("plan", "done", text))
+
+
+def _no_state(target: Path, info: BundleInfo) -> UnpackState:
+    return UnpackState(target, BundleIdentity(info.name, info.version, ""))
+
+
+def _upgrade_locked(
+    options: UnpackOptions,
+    bundle_dir: Path,
+    info: BundleInfo,
+    identity: BundleIdentity,
+    target: Path,
+    report: UnpackReport,
+    emit: Events,
+    smoke: SmokeStep | None,
+) -> UnpackReport:
+    old = load_state(target)
+    assert old is not None
+    unfinished = [s for s in STEPS[1:-1] if not old.is_done(s)]
+    if unfinished:
+        raise UsageError(
+            f"{target} holds {old.bundle.name} {old.bundle.version}, whose unpack did not "
+            f"finish ({', '.join(unfinished)} not done); it cannot be upgraded in place",
+            hint=f"finish it (`repro unpack` of {old.bundle.version} again), or --replace",
+        )
+    if old.facts.get("kernels", {}).get("rebuilt"):
+        raise UsageError(
+            f"{target}: its kernels were rebuilt for this box; an upgrade in place does not "
+            "carry them over yet",
+            hint="unpack with --replace",
+        )
+    drift = tuple(target_drift(target, jobs=options.jobs))
+    if drift and not options.force:
+        raise VerificationError(
+            f"{target} has drifted from {old.bundle.name} {old.bundle.version} since it was "
+            f"unpacked ({len(drift)} difference(s)); refusing to upgrade it in place:\n"
+            + "\n".join(f"  - {d.describe()}" for d in drift[:50]),
+            hint="`repro verify TARGET` lists them; --force overwrites them (each is named)",
+        )
+    for item in drift:
+        emit("upgrade", "overwrites", item.describe())
+    preflight = stages.preflight(bundle_dir, info, options, target, emit)
+    python = preflight.python
+    assert python is not None
+    new_manifest = manifest_of(bundle_dir)
+    plan = plan_upgrade(kept_bundle(target), bundle_dir, new_manifest)
+    emit("upgrade", "plan", plan.summary())
+    venv = venv_dir(target, info)
+    interpreter = trusted_interpreter(target, venv, state=old)
+    keep = options.keep_releases
+    writer = begin_release(target, to=old.bundle, came=identity, keep=keep)
+    try:
+        installer = stages.pick_installer(options, bundle_dir, python)
+        applied = apply_upgrade(
+            plan,
+            bundle_dir,
+            new_manifest,
+            target,
+            writer=writer,
+            venv=venv,
+            interpreter=interpreter,
+            installer=installer,
+            offline=options.offline,
+            keep_bundle=options.keep_bundle,
+            jobs=options.jobs,
+            events=emit,
+        )
+        state = UnpackState(target, identity)
+        upgraded_state(old, state, python, applied, fresh_install_facts(bundle_dir))
+        report = replace(
+            report,
+            preflight=preflight,
+            upgrade=plan.to_json(),
+            changed=True,
+            drift=drift,
+        ).with_step(StepReport("upgrade", "done", plan.summary()))
+        run = StepRecorder(report, state, emit)
+        result = _run_stages(options, info, target, python, run, smoke, None)
+    except BaseException:
+        undo_interrupted(target)
+        raise
+    dropped = finish_release(target, writer, keep=keep)
+    detail = f"{old.bundle.version} kept in {writer.path}" if keep else "no release kept"
+    if dropped:
+        detail += f"; dropped the release(s) {', '.join(dropped)} (--keep-releases {keep})"
+    emit("upgrade", "release", detail)
+    if keep == 0:
+        shutil.rmtree(writer.path, ignore_errors=True)
+    return result
 
 
 def _still_no_link(given: Path | None) -> None:

@@ -32,9 +32,10 @@ import pytest
 from repro._toml import loads as toml_loads
 from repro.units.command import parse_service
 from tests.ladder.test_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
-from tests.snapshot.conftest import PYTHON_312, make_venv, pip
+from tests.snapshot.conftest import PYTHON_312, Venv, make_venv, pip
 from tests.support.freshbox import FreshBox, fresh_box, unit_paths
 from tests.support.run import run, run_repro
+from tests.support.upgrades import differences, tree
 from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
 
 pytestmark = pytest.mark.slow
@@ -362,6 +363,60 @@ def test_bundle_toml_records_the_workspace_layout(dflash: Source) -> None:
     info = toml_loads(run(["tar", "xOf", str(dflash.bundle), "dflash-1/bundle.toml"], timeout=900))
     assert info["workspace"] == {"venv": "venv"}
     assert info["source"]["python"].startswith("3.12.")
+
+
+def test_an_upgrade_in_place_and_a_rollback_on_the_bare_box(
+    boxes: dict[str, FreshBox], bootstrapped: dict[str, dict[str, Any]], dflash: Source
+) -> None:
+    """dflash 2 (a patch changed, six upgraded) packed from the same workspace, then on
+    the box: `repro unpack dflash-2.tar` over /box/srv/dflash upgrades it in place
+    (only six and the changed patch rewritten), `repro verify` agrees, `repro rollback`
+    returns it to dflash 1, file for file, and `repro verify` agrees again. The source
+    is put back afterwards (the other tests compare with it)."""
+    box = boxes["pip"]
+    repro = _tool_repro(box)
+    target = "/box/srv/dflash"
+    edited = dflash.site / EDITED[0]
+    original = edited.read_text()
+    before = tree(box.host(target))
+    try:
+        edited.write_text(original + "# dflash: second fix\n")
+        pip(_venv_of(dflash), "install", "-q", "--no-deps", "six==1.17.0")
+        bundle = box.host("/box/in2/dflash-2.tar")
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        packed = run_repro(
+            "pack",
+            str(dflash.workspace),
+            "--wheels",
+            "all",
+            "-o",
+            str(bundle),
+            "--name",
+            "dflash",
+            "--version",
+            "2",
+        )
+        assert packed.returncode == 0, packed.stderr.decode()
+    finally:
+        edited.write_text(original)
+        pip(_venv_of(dflash), "install", "-q", "--no-deps", "six==1.16.0")
+    upgrade = box.run(
+        [repro, "unpack", "/box/in2/dflash-2.tar", "--target", target, *UNPACK_ARGS, "--json"]
+    )
+    report = _report(upgrade)
+    assert report["upgrade"]["dists"]["changed"] == ["six 1.16.0 -> 1.17.0"]
+    assert report["upgrade"]["patches"]["applied"] == [EDITED[0]]
+    verify = box.run([repro, "verify", target])
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    back = box.run([repro, "rollback", target])
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert differences(tree(box.host(target)), before) == []
+    verify = box.run([repro, "verify", target])
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def _venv_of(source: Source) -> Venv:
+    return Venv(source.venv, source.venv / "bin" / "python", source.site)
 
 
 # --- vLLM's CPU build: the server rung launched from the unit, on Debian's own Python -

@@ -384,16 +384,17 @@ def test_second_run_changes_nothing_and_says_so(online: dict[str, Path], bundles
     assert mtimes(target) == before
 
 
-def test_a_different_bundle_is_refused_without_replace(
+def test_another_version_plans_an_upgrade_and_replace_rebuilds(
     online: dict[str, Path], bundles: Bundles, tmp_path: Path
 ) -> None:
+    """Another version of the same bundle upgrades in place (tests/install/test_upgrade.py);
+    its dry run plans that and writes nothing; --replace rebuilds the target instead."""
     target = tmp_path / "t"
     shutil.copytree(online["pip"], target, symlinks=True)
     before = mtimes(target)
-    refused = unpack(bundles.all_wheels, target, "--cpu", "--no-smoke", "--offline")
-    assert refused.returncode == 2
-    assert "holds demo 1, not demo 2" in refused.stderr.decode()
-    assert "--replace" in refused.stderr.decode()
+    planned = unpack(bundles.all_wheels, target, "--cpu", "--offline", "--dry-run")
+    assert "would upgrade in place" in ok(planned) + planned.stdout.decode()
+    assert mtimes(target) == before
     # A dry run with --replace plans only: the other bundle's target is still whole.
     ok(unpack(bundles.all_wheels, target, "--cpu", "--offline", "--replace", "--dry-run"))
     assert mtimes(target) == before
