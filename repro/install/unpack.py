@@ -100,19 +100,21 @@ def unpack(
         return _unpack_verified(options, bundle_dir, info, emit, smoke, staged)
 
 
-def _delta_in_place(options: UnpackOptions, info: BundleInfo, target: Path) -> None:
-    """A delta read without --base: only what it carries is in staging. Refused, before
-    the target is touched, unless the target holds its base; applied in place there by
-    the upgrade (not in this build: refused too, saying so)."""
+def _delta_in_place(
+    options: UnpackOptions, info: BundleInfo, target: Path, identity: BundleIdentity
+) -> None:
+    """A delta read without --base: only what it carries is in staging, so it may only
+    be applied in place (the upgrade reads no member the target already holds), onto
+    a target that holds its base; refused before the target is touched otherwise. A
+    target already at the delta's bundle is a rerun (nothing to do); one whose upgrade
+    was cut short is checked again once that upgrade is undone."""
     assert info.base is not None
-    decision = delta_target_decision(info.base, target, delta=options.bundle)
-    decision.raise_unless_ok()
-    raise UsageError(
-        f"{options.bundle} is a delta against {info.base.describe()}, which {target} "
-        "holds; applying a delta in place is not available in this build",
-        hint=f"unpack it with --base OLD (OLD: {info.base.name} {info.base.version}) into "
-        "another target",
-    )
+    state = load_state(target) if target.is_dir() else None
+    if state is not None and state.bundle == identity:
+        return
+    if interrupted_upgrade(target) is not None:
+        return
+    delta_target_decision(info.base, target, delta=options.bundle).raise_unless_ok()
 
 
 def _unpack_verified(
@@ -125,10 +127,10 @@ def _unpack_verified(
 ) -> UnpackReport:
     _still_no_link(options.target)
     target = (options.target or Path.cwd() / info.top_dir).resolve()
-    if info.base is not None and options.base is None:
-        _delta_in_place(options, info, target)
     manifest = sha256_file(layout.at(bundle_dir, layout.MANIFEST))
     identity = BundleIdentity(info.name, info.version, manifest)
+    if info.base is not None and options.base is None:
+        _delta_in_place(options, info, target, identity)
     report = UnpackReport(
         bundle=options.bundle,
         name=info.name,
@@ -218,6 +220,8 @@ def upgrade_in_place(
         existing = load_state(target)
         if existing is None or existing.bundle == identity:
             return None  # back where it was: the ordinary run resumes or does nothing
+        if info.base is not None and options.base is None:  # a delta: onto its base only
+            delta_target_decision(info.base, target, delta=options.bundle).raise_unless_ok()
         return _upgrade_locked(options, bundle_dir, info, identity, target, report, emit, smoke)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -241,3 +242,57 @@ def test_a_tampered_base_member_is_refused(deltas: Deltas, tmp_path: Path) -> No
     assert result.returncode == 1, result.stderr.decode()
     assert member in result.stderr.decode()
     assert not target.exists()
+
+
+def test_a_delta_upgrades_a_target_of_its_base_in_place(deltas: Deltas, tmp_path: Path) -> None:
+    """Without --base, onto a target of its base: the upgrade in place reads only what
+    the delta carries, ends equal (file for file) to a fresh unpack of the whole new
+    bundle at the same path, and rolls back to the base."""
+    from tests.support.upgrades import differences, tree
+
+    target = tmp_path / "t"
+    first = _unpack(str(deltas.old), "--target", str(target))
+    assert first.returncode == 0, first.stderr.decode()
+    base_tree = tree(target, history=False)
+    result = run_repro("unpack", str(deltas.new), "--target", str(target), "--cpu", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert report["upgrade"]["dists"]["changed"] == []
+    assert (target / PATCHED).read_text().endswith("PATCH = 2\n")
+    assert run_repro("verify", str(target)).returncode == 0
+    again = _unpack(str(deltas.new), "--target", str(target))
+    assert again.returncode == 0 and "the target still matches the bundle" in again.stderr.decode()
+    upgraded = tmp_path / "upgraded"
+    target.rename(upgraded)
+    fresh = _unpack(str(deltas.new), "--base", str(deltas.old), "--target", str(target))
+    assert fresh.returncode == 0, fresh.stderr.decode()
+    fresh_tree = tree(target, history=False)
+    shutil.rmtree(target)
+    upgraded.rename(target)
+    assert differences(tree(target, history=False), fresh_tree) == []
+    back = run_repro("rollback", str(target))
+    assert back.returncode == 0, back.stderr.decode()
+    assert (target / PATCHED).read_text().endswith("PATCH = 1\n")
+    assert differences(tree(target, history=False), base_tree) == []
+    assert run_repro("verify", str(target)).returncode == 0
+
+
+def test_a_delta_onto_a_target_whose_base_file_was_changed_is_refused(
+    deltas: Deltas, tmp_path: Path
+) -> None:
+    target = tmp_path / "t"
+    assert _unpack(str(deltas.old), "--target", str(target)).returncode == 0
+    patched = target / PATCHED
+    patched.write_text(patched.read_text() + "# local edit\n")
+    before = tree_of(target)
+    result = _unpack(str(deltas.new), "--target", str(target))
+    assert result.returncode == 1, result.stderr.decode()
+    message = result.stderr.decode()
+    assert "has drifted from demo 1" in message and "six.py" in message
+    assert tree_of(target) == before
+
+
+def tree_of(target: Path) -> dict[str, str]:
+    from tests.support.upgrades import tree
+
+    return tree(target, history=False)
