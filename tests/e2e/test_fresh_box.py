@@ -54,7 +54,13 @@ LIST_INSTALLED = (
 UNPACK_ARGS = ("--offline", "--cpu", "--no-smoke")
 
 
-def _units(ws: Path, venv: Path) -> dict[str, str]:
+# the seed's target model: named by the unit, absent on the packing box (590 GB that
+# never travel); the drafter's card names its identity
+TARGET_MODEL = "Kimi-K2.6"
+DRAFTER_CARD = "---\nbase_model: moonshotai/Kimi-K2.6\n---\n# drafter: EAGLE head\n"
+
+
+def _units(ws: Path, venv: Path, target_model: str = f"/models/{TARGET_MODEL}") -> dict[str, str]:
     return {
         "sglang.service": f"""[Unit]
 Description=SGLang with a speculative drafter
@@ -65,7 +71,7 @@ WorkingDirectory={ws}
 Environment=SGLANG_LOG_LEVEL=info
 Environment=HF_TOKEN={HF_TOKEN}
 ExecStart={venv}/bin/python -m sglang.launch_server \\
-    --model-path {ws}/drafter --speculative-draft-model-path {ws}/drafter \\
+    --model-path {target_model} --speculative-draft-model-path {ws}/drafter \\
     --host 127.0.0.1 --port 30000
 Restart=on-failure
 
@@ -128,13 +134,14 @@ def dflash(tmp_path_factory: pytest.TempPathFactory) -> Source:
     for rel in ADDED:
         (site / rel).write_text(f'"""dflash addition {rel}"""\nVALUE = {len(rel)}\n')
     (ws / "services").mkdir()
-    for name, text in _units(ws, venv.root).items():
+    absent = root / "absent" / TARGET_MODEL  # not on this box either
+    for name, text in _units(ws, venv.root, str(absent)).items():
         (ws / "services" / name).write_text(text)
     drafter = ws / "drafter"
     drafter.mkdir()
     (drafter / "config.json").write_text(json.dumps({"model_type": "llama", "layers": 1}))
     (drafter / "tokenizer_config.json").write_text("{}")
-    (drafter / "README.md").write_text("# drafter: EAGLE head\n")
+    (drafter / "README.md").write_text(DRAFTER_CARD)
     (drafter / "model.safetensors").write_bytes(os.urandom(3 << 20))
     (ws / "bench").mkdir()
     (ws / "bench" / "run.sh").write_text('#!/bin/sh\necho "bench into $1"\n')
@@ -169,16 +176,19 @@ def exists_in(box: FreshBox, path: str) -> bool:
     return box.run(["test", "-e", path]).returncode == 0
 
 
-def assert_unit_paths(box: FreshBox, unit: Path, roots: tuple[str, ...]) -> str:
+def assert_unit_paths(
+    box: FreshBox, unit: Path, roots: tuple[str, ...], missing: tuple[str, ...] = ()
+) -> str:
     """Every path the rendered unit names (tests/support/freshbox.py: unit_paths) exists inside
-    the box and lies under one of `roots`; no variable is left unfilled. Returns its text."""
+    the box (but those of `missing`: a model found nowhere) and lies under one of `roots`;
+    no variable is left unfilled. Returns its text."""
     text = unit.read_text()
     assert "${REPRO_" not in text, unit.name
     paths = unit_paths(text)
     assert paths or "[Service]" not in text, unit.name  # a timer names none
     for path in paths:
         assert any(path == root or path.startswith(root + "/") for root in roots), (unit, path)
-        assert exists_in(box, path), (unit.name, path)
+        assert path in missing or exists_in(box, path), (unit.name, path)
     return text
 
 
@@ -189,7 +199,7 @@ def assert_deployment(box: FreshBox, target: str, source: Source) -> dict[str, s
     services = sorted(p for p in (host / "services").iterdir() if p.is_file())
     assert [p.name for p in services] == sorted(_units(source.workspace, source.venv))
     for unit in services:
-        text = assert_unit_paths(box, unit, (target,))
+        text = assert_unit_paths(box, unit, (target,), (f"{target}/models/{TARGET_MODEL}",))
         assert str(source.workspace) not in text, unit.name
         assert HF_TOKEN not in text, unit.name
     # the environment files the units read: the credentials drop-in ('-': optional for
@@ -297,6 +307,16 @@ def test_setup_env_rebuilds_the_deployment_on_a_bare_312_box(
     assert drafter["path"] == "/box/srv/dflash/drafter"
     assert drafter["status"] == "missing"  # the config is there, the weights are not
     assert "model.safetensors" in drafter["detail"]
+    # the seed's target, absent when packed: reported, with where it goes and how to
+    # fetch it, and the unit names that place
+    kimi = next(m for m in report["models"] if m["name"] == TARGET_MODEL)
+    place = f"/box/srv/dflash/models/{TARGET_MODEL}"
+    assert (kimi["status"], kimi["path"], kimi["present_when_packed"]) == ("missing", place, False)
+    assert kimi["fetch"] == f"hf download moonshotai/Kimi-K2.6 --local-dir {place}"
+    unit = box.host("/box/srv/dflash/services/sglang.service").read_text()
+    assert f"--model-path {place} " in unit
+    reproduce = box.host("/box/srv/dflash/.repro/bundle/REPRODUCE.md").read_text()
+    assert f"**{TARGET_MODEL}** (target): moonshotai/Kimi-K2.6" in reproduce
 
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
