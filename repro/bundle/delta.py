@@ -2,7 +2,7 @@
 against (its base), and says which base that is.
 
 A delta's `bundle.toml` has a `[base]` table (`BaseRef`: the base's name, version and
-the sha256 of its MANIFEST.sha256 bytes) and `format_version` 3, so that a repro that
+the sha256 of its MANIFEST.sha256 bytes) and `format_version` 4, so that a repro that
 does not know deltas refuses it rather than calling it damaged. Its MANIFEST.sha256 is
 the complete manifest of the new bundle; a member the manifest lists and the delta does
 not hold is, by definition, taken from the base, which is only allowed when `[base]`
@@ -26,8 +26,8 @@ from repro.bundle.manifest import Manifest
 from repro.bundle.tomltable import TomlTable
 from repro.errors import DeltaBaseError
 
-# The format of a delta bundle; full bundles keep bundle.info.FORMAT_VERSION (2).
-DELTA_FORMAT_VERSION = 3
+# The format of a delta bundle; full bundles keep bundle.info.FORMAT_VERSION (3).
+DELTA_FORMAT_VERSION = 4
 BASE_TABLE = "base"
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

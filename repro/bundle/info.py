@@ -30,9 +30,11 @@ from repro.errors import BundleFormatError
 MAX_TIMEOUT_S = 86_400.0
 
 # 2: [workspace] (where the venv goes under the target), models' large_files.
-# Format 1 bundles still load: their venv is the target itself.
-FORMAT_VERSION = 2
-# 3: a delta bundle ([base], repro.bundle.delta); only deltas are written as 3.
+# 3: models' `present` (a model a unit names, absent when packed) and `weights` (each
+# weight file pinned: repro.bundle.weights), which a format 2 reader refuses as unknown.
+# Formats 1 and 2 still load: a format 1 bundle's venv is the target itself.
+FORMAT_VERSION = 3
+# 4: a delta bundle ([base], repro.bundle.delta); only deltas are written as 4.
 READ_FORMAT_VERSION = DELTA_FORMAT_VERSION
 
 Engine = Literal["sglang", "vllm", "openai"]

@@ -78,12 +78,12 @@ def test_base_and_format_must_agree() -> None:
     with_base = (
         full + b'\n[base]\nname = "demo"\nversion = "1"\nmanifest_sha256 = "' + (b"a" * 64 + b'"\n')
     )
-    with pytest.raises(BundleFormatError, match="needs format_version 3"):
+    with pytest.raises(BundleFormatError, match="needs format_version 4"):
         load_bundle_info(with_base, source="t")
-    three = full.replace(b"format_version = 2", b"format_version = 3")
-    with pytest.raises(BundleFormatError, match=r"'base' is required in format 3"):
-        load_bundle_info(three, source="t")
-    bad = with_base.replace(b"format_version = 2", b"format_version = 3").replace(
+    four = full.replace(b"format_version = 3", b"format_version = 4")
+    with pytest.raises(BundleFormatError, match=r"'base' is required in format 4"):
+        load_bundle_info(four, source="t")
+    bad = with_base.replace(b"format_version = 3", b"format_version = 4").replace(
         b"a" * 64, b"A" * 64
     )
     with pytest.raises(BundleFormatError, match=r"base\.manifest_sha256"):

@@ -108,7 +108,7 @@ def test_pack_without_repro_toml_carries_what_init_proposes(packed: Packed) -> N
     assert "dflash-1/models/drafter/README.md" in names
     assert not any("safetensors" in n or "corpus" in n for n in names)
     info = toml_loads(member(packed.bundle, "bundle.toml").decode())
-    assert info["format_version"] == 2
+    assert info["format_version"] == 3
     assert info["workspace"] == {"venv": ".venv"}
     (drafter,) = info["models"]
     # relative to the workspace, not to the directory pack ran in
