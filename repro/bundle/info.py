@@ -148,7 +148,7 @@ class BundleInfo:
     models: tuple[ModelRef, ...] = ()
     workspace: WorkspaceInfo = WorkspaceInfo()
     format_version: int = FORMAT_VERSION
-    base: BaseRef | None = None  # a delta bundle's base (format 3)
+    base: BaseRef | None = None  # a delta bundle's base (format 4)
 
     @property
     def top_dir(self) -> str:
