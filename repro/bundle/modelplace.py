@@ -10,7 +10,9 @@ unpacker renders each unit at the place where it found the model (repro.install.
 
 from __future__ import annotations
 
+import os
 import posixpath
+from pathlib import Path
 
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
@@ -53,3 +55,16 @@ def fetch_command(ref: ModelRef, dest: str) -> str | None:
         return None
     revision = f" --revision {ref.revision}" if ref.revision else ""
     return f"hf download {ref.repo_id}{revision} --local-dir {dest}"
+
+
+def hf_caches() -> tuple[Path, ...]:
+    """The Hugging Face hub caches of this box, each once: $HF_HUB_CACHE, $HF_HOME/hub,
+    ~/.cache/huggingface/hub. Where pack looks for a model named by its repository id
+    and where unpack's one rule looks for any model."""
+    found: list[Path] = []
+    if os.environ.get("HF_HUB_CACHE"):
+        found.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        found.append(Path(os.environ["HF_HOME"]) / "hub")
+    found.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return tuple(dict.fromkeys(found))

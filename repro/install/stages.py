@@ -632,9 +632,10 @@ def smoke(inputs: StageInputs, checks: Sequence[ModelCheck] = ()) -> StageResult
     this run's models step (a resumed run, whose models step an earlier run did,
     looks again); a launch command naming a model not found as packed is not run."""
     options, events, target = inputs.options, inputs.events, inputs.target
-    values = path_values(
-        target, inputs.info, options.models, placements(inputs.info, options, target)
-    )
+    if not checks:
+        checks = check_models(inputs.info.models, options.models, home=target)
+    placed = model_placements(inputs.info.models, checks)
+    values = path_values(target, inputs.info, options.models, placed)
     lines = tuple(launch_lines(inputs.info, values))
     for line in lines:
         if options.no_exec:
@@ -646,8 +647,6 @@ def smoke(inputs: StageInputs, checks: Sequence[ModelCheck] = ()) -> StageResult
     if not options.smoke or inputs.ladder is None:
         reason = "--no-smoke" if not options.smoke else "no ladder available"
         return StageResult(reason, status="skipped")
-    if not checks:
-        checks = check_models(inputs.info.models, options.models, home=target)
     unready = unready_models(inputs.info.models, checks)
     outcome = inputs.ladder(inputs.interpreter, inputs.kept, inputs.info, values, unready)
     if outcome.passed:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from repro.bundle import layout
 from repro.bundle.info import ModelRef
 from repro.bundle.manifest import ProgressSink
-from repro.bundle.modelplace import dir_name, unit_token
+from repro.bundle.modelplace import dir_name, hf_caches, unit_token
 from repro.bundle.modelplace import fetch_command as modelplace_fetch
 from repro.errors import SmallFileRefused
 from repro.install.deploy.weights import check_weights, pinned_summary
@@ -50,18 +50,6 @@ class ModelCheck:
             "found": self.found,
             "present_when_packed": self.present_when_packed,
         }
-
-
-def hf_caches() -> list[Path]:
-    """The Hugging Face hub caches, each once: $HF_HUB_CACHE, $HF_HOME/hub,
-    ~/.cache/huggingface/hub."""
-    found: list[Path] = []
-    if os.environ.get("HF_HUB_CACHE"):
-        found.append(Path(os.environ["HF_HUB_CACHE"]))
-    if os.environ.get("HF_HOME"):
-        found.append(Path(os.environ["HF_HOME"]) / "hub")
-    found.append(Path.home() / ".cache" / "huggingface" / "hub")
-    return list(dict.fromkeys(found))
 
 
 def _cache_snapshots(ref: ModelRef) -> list[Path]:
@@ -292,20 +280,6 @@ def _nowhere(ref: ModelRef, models_dir: Path | None, home: Path | None) -> Model
         f"Hugging Face cache or TARGET/models ({size}): {where}{how}",
         fetch,
         present_when_packed=ref.present,
-    )
-
-
-def check_model(
-    ref: ModelRef,
-    models_dir: Path | None,
-    home: Path | None = None,
-    *,
-    verify_weights: bool = False,
-    jobs: int | None = None,
-    progress: ProgressSink | None = None,
-) -> ModelCheck:
-    return locate_model(
-        ref, models_dir, home, verify_weights=verify_weights, jobs=jobs, progress=progress
     )
 
 

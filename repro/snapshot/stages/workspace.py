@@ -14,6 +14,7 @@ from repro.bundle import layout
 from repro.bundle.environment import EnvironmentFacts
 from repro.bundle.info import Engine, LaunchCommand, LaunchInfo
 from repro.bundle.manifest import printable_path
+from repro.bundle.modelplace import hf_caches
 from repro.config import Config
 from repro.redaction import scrub_text
 from repro.servecmd import DEFAULT_PORTS
@@ -33,7 +34,6 @@ from repro.snapshot.workspace.models import (
     absent_model,
     absent_warning,
     describe_model,
-    hf_cache_dirs,
     hub_model,
     infer_identities,
 )
@@ -133,7 +133,7 @@ def _models(
         refs.append(describe(drafter, "drafter", "drafter"))
     for name, path in sorted(config.models.others.items()):
         refs.append(describe(path, name, "target"))
-    cache = hf_cache_dirs()
+    cache = hf_caches()
     for name, repo_id in sorted(config.models.hub.items()):
         refs.append(hub_model(repo_id, name=name, role="target", caches=cache, hashing=hashing))
     known = {_resolved(path) for path in [*config.models.others.values(), drafter] if path}

@@ -242,18 +242,6 @@ def absent_model(
     )
 
 
-def hf_cache_dirs() -> tuple[Path, ...]:
-    """The Hugging Face hub caches of this box, each once: $HF_HUB_CACHE, $HF_HOME/hub,
-    ~/.cache/huggingface/hub."""
-    found: list[Path] = []
-    if os.environ.get("HF_HUB_CACHE"):
-        found.append(Path(os.environ["HF_HUB_CACHE"]))
-    if os.environ.get("HF_HOME"):
-        found.append(Path(os.environ["HF_HOME"]) / "hub")
-    found.append(Path.home() / ".cache" / "huggingface" / "hub")
-    return tuple(dict.fromkeys(found))
-
-
 def hub_model(
     repo_id: str,
     *,

@@ -114,7 +114,7 @@ def test_a_hugging_face_snapshot_links_into_its_blobs(tmp_path: Path) -> None:
     """Within a snapshot of the cache, small files are links into the repository's
     blobs/: followed there, and no further."""
     from repro.bundle.info import ModelRef
-    from repro.install.deploy.models import check_model
+    from repro.install.deploy.models import locate_model
 
     repo = tmp_path / "hub/models--org--m"
     snapshot = repo / "snapshots/0123abcd"
@@ -131,9 +131,9 @@ def test_a_hugging_face_snapshot_links_into_its_blobs(tmp_path: Path) -> None:
         local_path=str(snapshot),
         small_files={"config.json": digest},
     )
-    assert check_model(ref, None).status == "found"
+    assert locate_model(ref, None).status == "found"
     (tmp_path / "elsewhere").write_text('{"model_type": "x"}')
     (snapshot / "config.json").unlink()
     (snapshot / "config.json").symlink_to(tmp_path / "elsewhere")
-    check = check_model(ref, None)
+    check = locate_model(ref, None)
     assert check.status == "different" and "config.json (leads to" in check.detail

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from repro.bundle.info import ModelRef
-from repro.install.deploy.models import check_model
+from repro.install.deploy.models import locate_model
 from repro.install.deploy.weights import check_weights
 from repro.snapshot.workspace.models import describe_model
 from tests.support.progress import Recorder
@@ -54,7 +54,7 @@ def test_a_matching_copy_is_found_with_and_without_hashes(tmp_path: Path) -> Non
     assert check_weights(ref, copy, hashes=True, jobs=2, progress=progress) == []
     total = sum(ref.large_files.values())
     assert progress.started == [(total, 2)] and sum(progress.advanced) == total
-    check = check_model(ref, None, verify_weights=True)
+    check = locate_model(ref, None, verify_weights=True)
     assert check.status == "found"
     assert "2 weight file(s) match (sha256 of 2)" in check.detail
 
@@ -67,10 +67,10 @@ def test_one_byte_flipped_at_equal_size_is_caught_by_the_hash_only(tmp_path: Pat
     data[-100] ^= 0x01  # in the tensors' data: header and size unchanged
     shard_path.write_bytes(bytes(data))
     assert check_weights(ref, model, hashes=False) == []
-    assert check_model(ref, None).status == "found"
+    assert locate_model(ref, None).status == "found"
     [line] = check_weights(ref, model, hashes=True)
     assert line.startswith("model-00002-of-00002.safetensors: sha256 ")
-    check = check_model(ref, None, verify_weights=True)
+    check = locate_model(ref, None, verify_weights=True)
     assert check.status == "different"
     assert "model-00002-of-00002.safetensors: sha256" in check.detail
 
@@ -84,7 +84,7 @@ def test_a_truncated_shard_is_caught_always(tmp_path: Path) -> None:
         stream.truncate(size - 4096)
     [line] = check_weights(ref, model, hashes=False)
     assert line == f"model-00001-of-00002.safetensors: {size - 4096} bytes, {size} pinned"
-    check = check_model(ref, None)
+    check = locate_model(ref, None)
     assert check.status == "different" and "model-00001-of-00002.safetensors" in check.detail
 
 
@@ -151,5 +151,5 @@ def test_an_absent_weight_file_is_missing_not_different(tmp_path: Path) -> None:
     model = _model(tmp_path)
     ref = _ref(model)
     (model / "model-00001-of-00002.safetensors").unlink()
-    check = check_model(ref, None)
+    check = locate_model(ref, None)
     assert check.status == "missing"
