@@ -44,6 +44,7 @@ from tests.conftest import REPO_ROOT
 from tests.install.test_unpack import build_local_wheel, build_workspace, pack
 from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
+from tests.support.upgrades import differences as tree_differences
 from tests.support.venvs import cache_root, find_python
 
 pytestmark = pytest.mark.slow
@@ -140,15 +141,6 @@ def tree(target: Path) -> dict[str, str]:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
                 out[rel] = f"file {stat.S_IMODE(info.st_mode):o} {digest}"
     return out
-
-
-def tree_differences(found: dict[str, str], expected: dict[str, str]) -> list[str]:
-    keys = sorted(set(found) | set(expected))
-    return [
-        f"{k}: expected {expected.get(k, 'absent')}, found {found.get(k, 'absent')}"
-        for k in keys
-        if found.get(k) != expected.get(k)
-    ]
 
 
 def _processes() -> Iterator[tuple[int, int, int, str, str]]:

@@ -95,6 +95,8 @@ def tree(target: Path, *, history: bool = True) -> dict[str, str]:
 
 
 def differences(found: dict[str, str], expected: dict[str, str]) -> list[str]:
+    """Each path whose entry differs between two trees (as `tree` or the kill-anywhere
+    tests' own walker give them), with both sides."""
     keys = sorted(set(found) | set(expected))
     return [
         f"{k}: expected {expected.get(k, 'absent')}, found {found.get(k, 'absent')}"

@@ -39,11 +39,11 @@ from tests.e2e.test_kill_anywhere import (
     bundle,  # noqa: F401 - the fixture
     installers_left,
     tree,
-    tree_differences,
 )
 from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
 from tests.support.venvs import find_python
+from tests.support.upgrades import differences as tree_differences
 
 pytestmark = pytest.mark.slow
 
