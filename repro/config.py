@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -456,7 +457,7 @@ def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
     )
 
 
-KERNEL_KEYS = frozenset({"source", "arch_env", "env", "command", "check"})
+KERNEL_KEYS = frozenset({"source", "arch_env", "env", "command", "check", "test"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
@@ -484,8 +485,7 @@ def _kernels(check: _Checker, table: dict[str, Any]) -> dict[str, KernelRecipe]:
         if not command:
             check.problem(f"{key}.command", "must hold at least the program to run")
         _placeholders(check, f"{key}.command", command, PLACEHOLDERS)
-        kernel_check = check.strings(value, key, "check")
-        _placeholders(check, f"{key}.check", kernel_check, ("{python}",))
+        kernel_check = _kernel_check(check, value, key)
         recipes[canonical] = KernelRecipe(
             source=source.resolve() if source is not None else None,
             arch_env=tuple(dict.fromkeys(arch_env)),
@@ -494,6 +494,34 @@ def _kernels(check: _Checker, table: dict[str, Any]) -> dict[str, KernelRecipe]:
             check=kernel_check,
         )
     return recipes
+
+
+def _kernel_check(check: _Checker, value: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """The kernels rung's argv: `check` (a list) or `test` (one command line, split as a
+    shell would, `python` as its first word meaning the target's interpreter)."""
+    if "check" in value and "test" in value:
+        check.problem(key, "give check or test, not both")
+        return ()
+    if "test" not in value:
+        argv = check.strings(value, key, "check")
+        _placeholders(check, f"{key}.check", argv, ("{python}",))
+        return argv
+    line = value["test"]
+    if not isinstance(line, str):
+        check.problem(f"{key}.test", f"must be a string, not {_kind(line)}")
+        return ()
+    try:
+        words = tuple(shlex.split(line))
+    except ValueError as e:
+        check.problem(f"{key}.test", f"cannot be split into words: {e}")
+        return ()
+    if not words:
+        check.problem(f"{key}.test", "must hold at least the program to run")
+        return ()
+    if words[0] in {"python", "python3"}:
+        words = ("{python}", *words[1:])
+    _placeholders(check, f"{key}.test", words, ("{python}",))
+    return words
 
 
 def _kernel_env(check: _Checker, value: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...]:

@@ -257,3 +257,36 @@ def test_kernels_recipes_are_checked_key_by_key(tmp_path: Path) -> None:
         f"{path}: kernels.b: must be a table",
     ):
         assert expected in message, (expected, message)
+
+
+def test_a_kernels_test_line_is_the_rungs_argv(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_NAME).write_text(
+        "[kernels.sgl-kernel]\n"
+        "test = \"python -c 'import sgl_kernel; print(1)'\"\n"
+        "[kernels.other]\n"
+        'test = "/opt/selftest --quick"\n'
+    )
+    config = load_config(tmp_path)
+    assert config.kernels["sgl-kernel"].check == ("{python}", "-c", "import sgl_kernel; print(1)")
+    assert config.kernels["other"].check == ("/opt/selftest", "--quick")
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            'test = "python -c \'x"\ncheck = ["{python}"]\n',
+            "kernels.a: give check or test, not both",
+        ),
+        ('test = "python -c \'x"\n', "kernels.a.test: cannot be split into words"),
+        ('test = ""\n', "kernels.a.test: must hold at least the program to run"),
+        ("test = 3\n", "kernels.a.test: must be a string"),
+        ('test = "{python} {out}"\n', "kernels.a.test: {out}"),
+    ],
+)
+def test_a_bad_kernels_test_line_is_named(tmp_path: Path, body: str, expected: str) -> None:
+    path = tmp_path / CONFIG_NAME
+    path.write_text("[kernels.a]\n" + body)
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    assert f"{path}: {expected}" in caught.value.message
