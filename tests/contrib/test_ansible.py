@@ -136,10 +136,15 @@ class Run:
 
 
 def playbook(
-    fleet: Fleet, *args: str, bundles: dict[str, Path] | None = None, rolling: bool = False
+    fleet: Fleet,
+    *args: str,
+    bundles: dict[str, Path] | None = None,
+    rolling: bool = False,
+    book: Path = PLAYBOOK,
 ) -> Run:
-    """One ansible-playbook run of the sample playbook. `rolling`: its own default, one
-    host at a time; otherwise every host in one batch, in parallel (forks)."""
+    """One ansible-playbook run of a sample playbook (`book`: rolling_update.yml unless
+    said). `rolling`: its own default, one host at a time; otherwise every host in one
+    batch, in parallel (forks)."""
     inventory = _inventory(fleet, bundles or {})
     record = inventory.with_suffix(".record.json")
     batch = [] if rolling else ["-e", f"repro_serial={len(HOSTS)}", "--forks", str(len(HOSTS))]
@@ -148,7 +153,7 @@ def playbook(
             str(fleet.ansible / "ansible-playbook"),
             "-i",
             str(inventory),
-            str(PLAYBOOK),
+            str(book),
             *batch,
             *args,
         ],
@@ -339,8 +344,8 @@ def test_a_tampered_bundle_fails_its_host_with_repros_message_and_stops_the_roll
 
 
 def test_ansible_doc_renders_the_module(fleet: Fleet) -> None:
-    """The module page (description, options, attributes, examples) and the collection's
-    listing, which is where ansible-doc shows the short description."""
+    """The modules' pages (description, options, attributes, examples) and the
+    collection's listing, which is where ansible-doc shows the short descriptions."""
     env = _ansible_env(fleet)
 
     def ansible_doc(*args: str) -> subprocess.CompletedProcess[str]:
@@ -363,29 +368,41 @@ def test_ansible_doc_renders_the_module(fleet: Fleet) -> None:
         assert text in shown.stdout, text
     assert listed.returncode == 0, listed.stderr
     assert "repro.deploy.repro_unpack Rebuild a repro bundle's environment" in listed.stdout
+    assert "repro.deploy.repro_rollback Return a target upgraded in place" in listed.stdout
+    rollback = ansible_doc("repro.deploy.repro_rollback")
+    assert rollback.returncode == 0, rollback.stderr
+    for text in (
+        "Runs `repro rollback TARGET VERSION --json'",
+        "version",
+        "check_mode",
+        "RETURN VALUES",
+    ):
+        assert text in rollback.stdout, text
+    assert "upgrade" in shown.stdout and "changes" in shown.stdout  # the upgrade's returns
     assert not shutil.which("repro", path=env["PATH"])
 
 
-def test_a_bundle_path_that_begins_with_a_dash_is_a_path(tmp_path: Path) -> None:
-    """The module against localhost (the real engine, connection local, check mode) with
-    the real repro: `-evil.tar` reaches repro as its bundle, after `--`, never as its
-    options (`-e`...)."""
-    ansible = cached_venv(ANSIBLE) / "bin"
-    work = tmp_path / "work"
-    work.mkdir()
-    archive_tree(make_bundle_tree(tmp_path / "src"), work / "-evil.tar")
-    repro = tmp_path / "repro"  # the real CLI of this checkout, as a program on disk
+def _repro_program(tmp_path: Path) -> Path:
+    """The real CLI of this checkout, as a program on disk."""
+    repro = tmp_path / "repro"
     repro.write_text(f'#!/bin/sh\nPYTHONPATH={REPO_ROOT} exec {sys.executable} -m repro "$@"\n')
     repro.chmod(0o755)
-    target = tmp_path / "target"
-    args = f"bundle=-evil.tar target={target} cpu=true offline=true executable={repro}"
+    return repro
+
+
+def on_localhost(
+    tmp_path: Path, module: str, args: str, *options: str, cwd: Path | None = None
+) -> tuple[int, dict[str, Any]]:
+    """One module of the collection run by `ansible localhost` (the real engine,
+    connection local): its exit status and the result it printed."""
+    ansible = cached_venv(ANSIBLE) / "bin"
     result = subprocess.run(
         [
             str(ansible / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
             "-e", f"ansible_python_interpreter={find_python('3.11')}",
-            "-m", "repro.deploy.repro_unpack", "-a", args, "--check",
+            "-m", f"repro.deploy.{module}", "-a", args, *options,
         ],
-        cwd=work,
+        cwd=cwd or tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
@@ -399,8 +416,62 @@ def test_a_bundle_path_that_begins_with_a_dash_is_a_path(tmp_path: Path) -> None
             "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
         },
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    shown = json.loads(result.stdout.split(" => ", 1)[1])
+    output = result.stdout + result.stderr
+    assert " => " in result.stdout, output
+    shown: dict[str, Any] = json.loads(result.stdout.split(" => ", 1)[1])
+    return result.returncode, shown
+
+
+def test_a_bundle_path_that_begins_with_a_dash_is_a_path(tmp_path: Path) -> None:
+    """The module against localhost with the real repro, in check mode: `-evil.tar`
+    reaches repro as its bundle, after `--`, never as its options (`-e`...)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    archive_tree(make_bundle_tree(tmp_path / "src"), work / "-evil.tar")
+    target = tmp_path / "target"
+    args = (
+        f"bundle=-evil.tar target={target} cpu=true offline=true "
+        f"executable={_repro_program(tmp_path)}"
+    )
+    code, shown = on_localhost(tmp_path, "repro_unpack", args, "--check", cwd=work)
+    assert code == 0, shown
     assert shown["report"]["bundle"] == "-evil.tar"
     assert shown["pending"][0] == "preflight" and shown["changed"] is True
     assert not target.exists()
+
+
+def test_check_mode_before_the_bundle_is_on_the_host_says_so(tmp_path: Path) -> None:
+    """Check mode of the role runs no copy task, so a new bundle is not on the host yet:
+    the module reports that a real run would unpack it (changed), fails nothing."""
+    target = tmp_path / "target"
+    args = (
+        f"bundle={tmp_path}/bundles/demo-2.tar target={target} "
+        f"executable={_repro_program(tmp_path)}"
+    )
+    code, shown = on_localhost(tmp_path, "repro_unpack", args, "--check")
+    assert code == 0, shown
+    assert shown["changed"] is True and shown["changes"] == []
+    assert "demo-2.tar is not on this host yet" in shown["msg"]
+    failed_code, failed = on_localhost(tmp_path, "repro_unpack", args)  # a real run: repro's error
+    assert failed_code != 0 and failed["rc"] == 2, failed
+    assert "demo-2.tar" in failed["msg"]
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_rollback_of_no_target_fails_with_a_message_to_act_on(tmp_path: Path, check: bool) -> None:
+    repro = _repro_program(tmp_path)
+    missing = tmp_path / "srv" / "app"
+    code, shown = on_localhost(
+        tmp_path, "repro_rollback", f"target={missing} version=1 executable={repro}",
+        *(["--check"] if check else []),
+    )  # fmt: skip
+    assert code != 0 and shown["rc"] == 2, shown
+    assert f"{missing} is not a directory on this host" in shown["msg"]
+    missing.mkdir(parents=True)  # a directory, but nothing repro unpacked
+    code, shown = on_localhost(
+        tmp_path, "repro_rollback", f"target={missing} version=1 executable={repro}",
+        *(["--check"] if check else []),
+    )  # fmt: skip
+    assert code != 0 and shown["rc"] == 2, shown
+    assert "not an unpacked repro target" in shown["msg"], shown
