@@ -17,11 +17,21 @@ description:
   - C(changed) is repro's own report. A target that already holds the bundle with
     every step done reports C(ok); a rerun after a failed or killed run continues
     where that run stopped.
+  - A target that holds another version of the bundle (same name) is upgraded in place
+    (repro's upgrade changes only the distributions, patches, workspace files, units and
+    model references that differ, and keeps what they replace as a
+    release for M(repro.deploy.repro_rollback)). I(bundle) may be a full bundle or a
+    delta made with C(repro pack --base) against the bundle the target holds.
+    I(changes) lists what the upgrade changed.
   - In check mode the module runs C(repro unpack --dry-run), which writes nothing;
-    C(changed) says whether a real run has steps left to do, and with C(--diff) the
-    plan is shown as the diff.
+    C(changed) says whether a real run has steps left to do (always for an upgrade), and
+    with C(--diff) the plan is shown as the diff (for an upgrade, the version before and
+    after, and every change). A bundle file not on the host yet (a copy task before
+    this one that check mode did not run) reports C(changed) without a plan.
   - A failure (a bundle that does not verify, a failed preflight, a smoke ladder that
-    fails, a target that drifted) fails the task with repro's own message and exit code.
+    fails, a target that drifted, a delta whose base the target does not hold) fails
+    the task with repro's own message and exit code; an upgrade that fails is undone,
+    so the host keeps the release it had.
 options:
   bundle:
     description:
@@ -71,7 +81,9 @@ options:
     type: bool
     default: false
   replace:
-    description: Rebuild a target that holds another bundle (another version).
+    description:
+      - Rebuild the target from nothing (C(repro unpack --replace)) instead of upgrading
+        it in place; no release is kept to roll back to.
     type: bool
     default: false
   executable:
@@ -135,6 +147,24 @@ pending:
   returned: check mode
   type: list
   elements: str
+upgrade:
+  description:
+    - repro's C(upgrade) section when the target was (check mode, would be) upgraded in
+      place; null otherwise.
+    - C(from), C(to), C(dists) (C(added), C(removed), C(changed), C(unchanged) count),
+      C(patches) (C(taken_back), C(applied), C(unchanged)), C(files) and C(units)
+      (C(added), C(changed), C(removed)), C(models_changed), C(members_read).
+  returned: when repro ran to the end
+  type: dict
+changes:
+  description: What the upgrade changed (check mode, would change), one line each.
+  returned: when repro ran to the end
+  type: list
+  elements: str
+  sample:
+    - "distribution: hopper-kern 1.0 (added)"
+    - "patch applied: six.py"
+    - "file changed: bench/results.json"
 rc:
   description: repro's exit code.
   returned: always
@@ -186,6 +216,46 @@ def _message(stderr, rc):
     return "\n".join(lines[-20:]) or f"repro unpack failed with exit code {rc}"
 
 
+def _changes(upgrade):
+    """repro's upgrade section as one list, a line per change."""
+    if not upgrade:
+        return []
+    lines = [
+        f"distribution: {d}"
+        for kind in ("added", "removed", "changed")
+        for d in upgrade["dists"][kind]
+    ]
+    lines += [f"patch taken back: {p}" for p in upgrade["patches"]["taken_back"]]
+    lines += [f"patch applied: {p}" for p in upgrade["patches"]["applied"]]
+    for section, label in (("files", "file"), ("units", "unit")):
+        for kind in ("added", "changed", "removed"):
+            lines += [f"{label} {kind}: {rel}" for rel in upgrade[section][kind]]
+    if upgrade.get("models_changed"):
+        lines.append("model references changed")
+    return lines
+
+
+def _plan_line(report):
+    """The dry run's plan, or the upgrade step's line of a real run."""
+    if report.get("plan"):
+        return report["plan"]
+    details = [s.get("detail", "") for s in report.get("steps", []) if s.get("name") == "upgrade"]
+    return f"upgraded in place: {details[0]}" if details else "upgraded in place"
+
+
+def _upgrade_diff(report, upgrade, changes):
+    """The version before and after, and every change (repro's own plan line first)."""
+    name = report.get("name", "")
+    prepared = "".join(f"  {line}\n" for line in changes)
+    return dict(
+        before_header=f"{report.get('target', '')} (holds)",
+        after_header=f"{report.get('target', '')} (after the upgrade)",
+        before=f"{name} {upgrade['from']}\n",
+        after=f"{name} {upgrade['to']}\n",
+        prepared=f"{_plan_line(report)}\n{prepared}",
+    )
+
+
 def _units(report):
     for step in report.get("steps", []):
         if step.get("name") == "services" and step.get("status") == "done":
@@ -229,6 +299,16 @@ def main():
             "repro.deploy.repro_deploy installs it from the bundle's setup_env.sh",
             rc=127,
         )
+    bundle = module.params["bundle"]
+    if module.check_mode and "://" not in bundle and bundle != "-" and not os.path.exists(bundle):
+        module.exit_json(
+            changed=True,
+            units=[],
+            rc=0,
+            changes=[],
+            msg=f"the bundle {bundle} is not on this host yet (check mode did not copy it); "
+            "a real run would unpack it, no plan without it",
+        )
     rc, stdout, stderr = module.run_command(
         _argv(module, executable), environ_update={"NO_COLOR": "1"}
     )
@@ -240,22 +320,29 @@ def main():
         module.fail_json(
             msg=f"repro unpack printed no JSON report: {exc}", rc=rc, stdout=stdout, stderr=stderr
         )
+    upgrade = report.get("upgrade")
     result = dict(
         report=report,
         target=report.get("target", ""),
         venv=report.get("venv", ""),
         units=_units(report),
+        upgrade=upgrade,
+        changes=_changes(upgrade),
         rc=rc,
     )
     if module.check_mode:
         pending = report.get("pending") or []
         result.update(changed=bool(pending), plan=report.get("plan") or "", pending=pending)
-        if module._diff:
+        if module._diff and upgrade:
+            result["diff"] = _upgrade_diff(report, upgrade, result["changes"])
+        elif module._diff:
             steps = "".join(f"  - {step}\n" for step in pending)
             result["diff"] = dict(prepared=f"{report.get('plan') or ''}\n{steps}")
     else:
         result["changed"] = bool(report.get("changed"))
-        if module._diff and result["changed"]:
+        if module._diff and upgrade:
+            result["diff"] = _upgrade_diff(report, upgrade, result["changes"])
+        elif module._diff and result["changed"]:
             done = [s for s in report.get("steps", []) if s.get("status") == "done"]
             lines = "".join(f"  {s['name']}: {s.get('detail', '')}\n" for s in done)
             name, target = report.get("name", ""), report.get("target", "")
