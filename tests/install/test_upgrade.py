@@ -147,7 +147,7 @@ def _dist_files(target: Path, name: str) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("which", ["full"])
+@pytest.mark.parametrize("which", ["full", "delta"])
 def test_an_upgrade_of_one_wheel_rewrites_only_its_files(
     one_wheel: OneWheelPair, tmp_path: Path, which: str
 ) -> None:
@@ -169,6 +169,7 @@ def test_an_upgrade_of_one_wheel_rewrites_only_its_files(
     upgrade = report["upgrade"]
     assert upgrade["dists"]["changed"] == [f"{name} {old} -> {new}"]
     assert upgrade["dists"]["added"] == upgrade["dists"]["removed"] == []
+    assert upgrade["installer"] == "vault"
     ok(run_repro("verify", str(target)))
 
     after = _inodes(target)
