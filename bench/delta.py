@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,13 @@ GOAL_RATIO = 0.0005  # 0.05 %
 CHANGE = "\n# bench.delta: one more line in the patch\n"
 
 
-OFFLINE: list[str] = []  # ["--offline"] with bench.delta --offline (a host with no index)
-
-
-def _repro(*args: str, wheels: str | None = None) -> float:
+def repro(*args: str, wheels: str | None = None, offline: bool = False) -> float:
+    """Run `python -m repro ARGS` (pack's `--wheels` and `--offline` added when given);
+    its wall time. A failure ends the bench with repro's own message."""
+    extra = ("--wheels", wheels, *(("--offline",) if offline else ())) if wheels else ()
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "repro", *args, *(("--wheels", wheels, *OFFLINE) if wheels else ())],
+        [sys.executable, "-m", "repro", *args, *extra],
         capture_output=True,
         check=False,
         timeout=3600,
@@ -54,7 +55,7 @@ def _repro(*args: str, wheels: str | None = None) -> float:
     return time.perf_counter() - start
 
 
-def _patched_file(bundle: Path, top: str, venv: Path) -> Path:
+def patched_file(bundle: Path, top: str, venv: Path) -> Path:
     """The first modified file of the bundle's patch set, in the workspace's venv."""
     with tarfile.open(bundle) as tar:
         handle = tar.extractfile(f"{top}/patches/patches.toml")
@@ -65,14 +66,14 @@ def _patched_file(bundle: Path, top: str, venv: Path) -> Path:
     return site / str(entry["path"])
 
 
-def _extract(bundle: Path, into: Path) -> Path:
+def extract(bundle: Path, into: Path) -> Path:
     into.mkdir(parents=True)
     subprocess.run(["tar", "-xf", str(bundle), "-C", str(into)], check=True)
     (top,) = into.iterdir()
     return top
 
 
-def _rsync(old_dir: Path, new_dir: Path, scratch: Path) -> dict[str, Any]:
+def rsync_sent(old_dir: Path, new_dir: Path, scratch: Path) -> dict[str, Any]:
     """What rsync sends to turn a copy of `old_dir` into `new_dir` (delta algorithm on)."""
     if shutil.which("rsync") is None:
         return {"available": False, "note": "rsync not installed (apt-get install rsync)"}
@@ -101,86 +102,121 @@ def _rsync(old_dir: Path, new_dir: Path, scratch: Path) -> dict[str, Any]:
     }
 
 
-def measure(workspace: Workspace, work: Path, *, rsync: bool, wheels: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PatchChange:
+    """The workspace packed before and after a one-line change of its patched file:
+    version 1 in full, version 2 in full and as a delta against version 1."""
+
+    name: str
+    v1: Path
+    full2: Path
+    delta: Path
+    patched: Path  # the patched file in the workspace's venv, put back as it was
+    seconds: dict[str, float]
+    delta_zst: Path | None = None
+
+
+def pack_patch_change(
+    workspace: Workspace, work: Path, *, wheels: str, offline: bool = False, zst: bool = False
+) -> PatchChange:
+    """Pack version 1, change the patched file by one line, pack version 2 in full and
+    as a delta against version 1 (and as a .tar.zst delta with `zst`); the file is put
+    back as it was, whatever happens."""
+    name = "bench"
+    v1 = work / f"{name}-1.tar"
+    ws = str(workspace.root)
+    common = ("--name", name, "--version")
+    times = {
+        "full_1": repro("pack", ws, *common, "1", "-o", str(v1), wheels=wheels, offline=offline)
+    }
+    target = patched_file(v1, f"{name}-1", workspace.venv)
+    original = target.read_bytes()
+    full2 = work / "full" / f"{name}-2.tar"
+    delta = work / f"{name}-2.delta.tar"
+    zst_path = work / f"{name}-2.delta.tar.zst" if zst else None
+    try:
+        target.write_bytes(original + CHANGE.encode())
+        times["full_2"] = repro(
+            "pack", ws, *common, "2", "-o", str(full2), wheels=wheels, offline=offline
+        )
+        times["delta_2"] = repro(
+            "pack", ws, *common, "2", "-o", str(delta), "--base", str(v1),
+            wheels=wheels, offline=offline,
+        )  # fmt: skip
+        if zst_path is not None:
+            times["delta_2_zst"] = repro(
+                "pack", ws, *common, "2", "-o", str(zst_path), "--base", str(v1),
+                wheels=wheels, offline=offline,
+            )  # fmt: skip
+    finally:
+        target.write_bytes(original)
+    return PatchChange(name, v1, full2, delta, target, times, zst_path)
+
+
+def delta_sizes(full: Path, delta: Path) -> dict[str, Any]:
+    """The delta's size against the full bundle's, and the goal of issue 32."""
+    full_bytes = full.stat().st_size
+    delta_bytes = delta.stat().st_size
+    return {
+        "full_bundle_bytes": full_bytes,
+        "delta_bytes": delta_bytes,
+        "delta_ratio": delta_bytes / full_bytes,
+        "goal_met": delta_bytes <= GOAL_BYTES and delta_bytes / full_bytes <= GOAL_RATIO,
+    }
+
+
+def rsync_anchor(old: Path, new: Path, work: Path, *, delta_bytes: int) -> dict[str, Any]:
+    """`rsync --stats` of the two bundles extracted (the bundles themselves are removed
+    first, for room on the disk: call it last)."""
+    old_dir = extract(old, work / "x1")
+    new_dir = extract(new, work / "x2")
+    for bundle in (old, new):
+        bundle.unlink()
+    anchor = rsync_sent(old_dir, new_dir, work)
+    if anchor.get("available"):
+        anchor["delta_vs_rsync_sent"] = delta_bytes / max(anchor["bytes_sent"], 1)
+    shutil.rmtree(work / "x1")
+    shutil.rmtree(work / "x2")
+    return anchor
+
+
+def measure(
+    workspace: Workspace, work: Path, *, rsync: bool, wheels: str, offline: bool = False
+) -> dict[str, Any]:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    name = "bench"
-    v1 = work / f"{name}-1.tar"
-    times = {
-        "full_1": _repro(
-            "pack",
-            str(workspace.root),
-            "--name",
-            name,
-            "-o",
-            str(v1),
-            "--version",
-            "1",
-            wheels=wheels,
-        )
-    }
-    target = _patched_file(v1, f"{name}-1", workspace.venv)
-    original = target.read_bytes()
-    try:
-        target.write_bytes(original + CHANGE.encode())
-        full2 = work / "full" / f"{name}-2.tar"
-        delta = work / f"{name}-2.delta.tar"
-        times["full_2"] = _repro(
-            "pack",
-            str(workspace.root),
-            "--name",
-            name,
-            "-o",
-            str(full2),
-            "--version",
-            "2",
-            wheels=wheels,
-        )
-        times["delta_2"] = _repro(
-            "pack", str(workspace.root), "--name", name, "-o", str(delta), "--version", "2",
-            "--base", str(v1), wheels=wheels,
-        )  # fmt: skip
-        zst = work / f"{name}-2.delta.tar.zst"
-        times["delta_2_zst"] = _repro(
-            "pack", str(workspace.root), "--name", name, "-o", str(zst), "--version", "2",
-            "--base", str(v1), wheels=wheels,
-        )  # fmt: skip
-    finally:
-        target.write_bytes(original)
-    times["check_delta_with_base"] = _repro("check", str(delta), "--base", str(v1), "-q")
-    full_bytes = full2.stat().st_size
-    delta_bytes = delta.stat().st_size
-    with tarfile.open(delta) as tar:
+    change = pack_patch_change(workspace, work, wheels=wheels, offline=offline, zst=True)
+    assert change.delta_zst is not None
+    change.seconds["check_delta_with_base"] = repro(
+        "check", str(change.delta), "--base", str(change.v1), "-q"
+    )
+    sizes = delta_sizes(change.full2, change.delta)
+    zst = delta_sizes(change.full2, change.delta_zst)
+    with tarfile.open(change.delta) as tar:
         carried = sorted(m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile())
     result: dict[str, Any] = {
         "workspace": str(workspace.root),
         "wheels": wheels,
-        "patched_file": str(target),
-        "full_bundle_bytes": full_bytes,
-        "delta_bytes": delta_bytes,
-        "delta_ratio": delta_bytes / full_bytes,
-        "delta_zst_bytes": zst.stat().st_size,
-        "delta_zst_ratio": zst.stat().st_size / full_bytes,
+        "patched_file": str(change.patched),
+        "full_bundle_bytes": sizes["full_bundle_bytes"],
+        "delta_bytes": sizes["delta_bytes"],
+        "delta_ratio": sizes["delta_ratio"],
+        "delta_zst_bytes": zst["delta_bytes"],
+        "delta_zst_ratio": zst["delta_ratio"],
         "delta_members": carried,
-        "seconds": {key: round(value, 2) for key, value in times.items()},
+        "seconds": {key: round(value, 2) for key, value in change.seconds.items()},
         "goal": {
             "delta_at_most_bytes": GOAL_BYTES,
             "delta_at_most_ratio": GOAL_RATIO,
-            "met": delta_bytes <= GOAL_BYTES and delta_bytes / full_bytes <= GOAL_RATIO,
-            "met_zst": zst.stat().st_size <= GOAL_BYTES
-            and zst.stat().st_size / full_bytes <= GOAL_RATIO,
+            "met": sizes["goal_met"],
+            "met_zst": zst["goal_met"],
         },
     }
     if rsync:
-        old_dir = _extract(v1, work / "x1")
-        new_dir = _extract(full2, work / "x2")
-        for bundle in (v1, full2):  # room on the disk for rsync's copy
-            bundle.unlink()
-        anchor = _rsync(old_dir, new_dir, work)
-        if anchor.get("available"):
-            anchor["delta_vs_rsync_sent"] = delta_bytes / max(anchor["bytes_sent"], 1)
-        result["rsync"] = anchor
+        result["rsync"] = rsync_anchor(
+            change.v1, change.full2, work, delta_bytes=sizes["delta_bytes"]
+        )
     else:
         result["rsync"] = {"available": False, "note": "--no-rsync"}
     shutil.rmtree(work)
@@ -234,8 +270,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-rsync", action="store_true", help="leave the rsync anchor out")
     args = parser.parse_args(argv)
     cache = args.cache or default_cache()
-    if args.offline:
-        OFFLINE.append("--offline")
     say = lambda message: print(message, file=sys.stderr)  # noqa: E731
     if args.venv is not None:
         workspace = adopt_workspace(args.venv, cache, say=say)
@@ -246,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         cache / f"work-delta-{workspace.size}",
         rsync=not args.no_rsync,
         wheels=args.wheels,
+        offline=args.offline,
     )
     result["machine"] = args.machine_name
     result["environment"] = "venv" if args.venv is not None else args.size

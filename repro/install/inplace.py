@@ -7,8 +7,10 @@ is assembled (unchanged members linked from the old one, the others read from th
 member source), the patch entries the plan takes back are restored to their
 originals, the installed files of removed and changed distributions are moved out
 (by their RECORD), the wheels of added and changed ones installed into the existing
-venv (the vault installer; else uv or pip-sync of the new lock, which only adds what
-is missing), the workspace files and units that change are moved out. The new
+venv (the vault installer when the vault holds a wheel for each of them, as a delta's
+vault does: it carries only the changed wheels; else uv or pip-sync of the new lock,
+which only adds what is missing), the workspace files and units that change are moved
+out. The new
 state.toml then records venv and install as done, and the ordinary unpack stages
 (patch, workspace, services, models, smoke) finish the job as on a fresh target:
 unchanged entries, files and units are found in place and left as they are.
@@ -39,7 +41,14 @@ from repro.install.releases import BUNDLE, ReleaseWriter
 from repro.install.state import STATE_DIR, UnpackState
 from repro.install.transaction.atomic import atomic_unlink, atomic_write
 from repro.install.upgrade import UpgradePlan, assemble_kept, patch_entries
-from repro.install.venv.installer import Installer, InstallPlan, install_lock, verify_installed
+from repro.install.venv.installer import (
+    Installer,
+    InstallPlan,
+    RequestedInstaller,
+    choose_installer,
+    install_lock,
+    verify_installed,
+)
 from repro.install.venv.site import site_packages_of
 from repro.install.venv.sources import package_sources
 from repro.install.venv.vault import (
@@ -58,17 +67,11 @@ BACKUP = "backup"
 class Applied:
     """What apply_upgrade did, for the report and the install step's facts."""
 
-    installer: str
+    installer: Installer | None  # None: no wheel to install
     distributions: int
     removed_files: int
     installed_files: int
     seconds: float
-
-    def install_facts(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"distributions": self.distributions}
-        if self.installer == "vault":
-            facts["installer"] = "vault"
-        return facts
 
 
 def _dist_info(site: Path, name: str) -> Path | None:
@@ -158,20 +161,22 @@ def apply_upgrade(
     writer: ReleaseWriter,
     venv: Path,
     interpreter: Path,
-    installer: Installer,
+    requested: RequestedInstaller,
     offline: bool,
     keep_bundle: bool,
     jobs: int | None,
     events: Events,
 ) -> Applied:
     """Change the target from what it holds to NEW where `plan` says they differ; every
-    file replaced or removed is kept by `writer` first. The stages after the install
+    file replaced or removed is kept by `writer` first. The installer (`requested`;
+    `auto`: the vault installer when the vault has a wheel for every distribution the
+    upgrade installs) is judged on those distributions alone, not on the whole lock: a
+    delta's vault holds only the wheels that changed. The stages after the install
     (patch, workspace, services, models) are left to the caller."""
     started = time.monotonic()
     state_dir = target / STATE_DIR
     kept = state_dir / KEPT_BUNDLE
     new_lock = read_requirements_lock(layout.at(member_source, layout.REQUIREMENTS_LOCK))
-    wanted = {canonicalize_name(p.name) for p in new_lock.pins}
     needed_wheels = frozenset(m for m in plan.needed if m.startswith(layout.WHEELS + "/"))
     next_kept = state_dir / f".{KEPT_BUNDLE}.{secrets.token_hex(4)}"
     assemble_kept(kept, member_source, new_manifest, next_kept, wheels_needed=needed_wheels)
@@ -196,12 +201,13 @@ def apply_upgrade(
         events("upgrade", "removed", ", ".join(plan.dists_out) + f" ({removed} files)")
 
     installed_files = 0
-    used = "none"
+    used: Installer | None = None
     pins = [p for p in new_lock.pins if canonicalize_name(p.name) in set(plan.dists_in)]
     if pins:
         vault = layout.at(kept, layout.WHEELS)
         tags = supported_tags(describe_interpreter(interpreter))
         choice = choose_wheels(pins, vault, tags)
+        installer = choose_installer(requested, lambda: not choice.missing)
         if installer == "vault":
             if choice.missing:
                 raise InstallError(
@@ -229,9 +235,8 @@ def apply_upgrade(
                 installer,
             )
             used = installer
-        events("upgrade", "installed", ", ".join(plan.dists_in))
+        events("upgrade", "installed", f"{', '.join(plan.dists_in)} ({used} installer)")
     verify_installed(interpreter, {p.name: p.version for p in new_lock.pins})
-    del wanted
 
     for rel in (*plan.files_changed, *plan.files_removed):
         writer.keep(rel, move=True)
@@ -253,7 +258,7 @@ def apply_upgrade(
     if patch_entries(kept) == {} and not (state_dir / APPLIED).exists():
         shutil.rmtree(state_dir / BACKUP, ignore_errors=True)
     return Applied(
-        installer=used if used != "none" else "vault",
+        installer=used,
         distributions=len(new_lock.pins),
         removed_files=removed,
         installed_files=installed_files,

@@ -296,7 +296,6 @@ def _upgrade_locked(
     keep = options.keep_releases
     writer = begin_release(target, to=old.bundle, came=identity, keep=keep)
     try:
-        installer = stages.pick_installer(options, bundle_dir, python)
         applied = apply_upgrade(
             plan,
             bundle_dir,
@@ -305,7 +304,7 @@ def _upgrade_locked(
             writer=writer,
             venv=venv,
             interpreter=interpreter,
-            installer=installer,
+            requested=options.installer,
             offline=options.offline,
             keep_bundle=options.keep_bundle,
             jobs=options.jobs,
@@ -316,7 +315,7 @@ def _upgrade_locked(
         report = replace(
             report,
             preflight=preflight,
-            upgrade=plan.to_json(),
+            upgrade={**plan.to_json(), "installer": applied.installer},
             changed=True,
             drift=drift,
         ).with_step(StepReport("upgrade", "done", plan.summary()))

@@ -4,19 +4,30 @@ package upgraded, one added, one removed), unpacked offline.
 
 The upgraded target must equal a fresh unpack of NEW at the same path, file for file
 (state history aside); the rollback must give back the old target, state.toml
-included; only the changed distributions' files are rewritten."""
+included; only the changed distributions' files are rewritten: an upgrade that changes
+one wheel, by a full bundle or a delta, rewrites that distribution's files and no other
+file of the target (inode and mtime of every one compared)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
+from repro.wheel.record import read_dist_record
+from tests.conftest import unpacked_venv
+from tests.install.test_unpack import site_packages
 from tests.support.run import run_repro
 from tests.support.upgrades import (
+    ONE_WHEEL,
+    UNIT_NAME,
+    OneWheelPair,
     UpgradePair,
+    build_one_wheel_pair,
     build_upgrade_pair,
     differences,
     ok,
@@ -30,6 +41,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> UpgradePair:
     return build_upgrade_pair(tmp_path_factory.mktemp("upgrade-pair"))
+
+
+@pytest.fixture(scope="module")
+def one_wheel(tmp_path_factory: pytest.TempPathFactory) -> OneWheelPair:
+    return build_one_wheel_pair(tmp_path_factory.mktemp("one-wheel"))
 
 
 def _inodes(root: Path) -> dict[str, tuple[int, int]]:
@@ -114,3 +130,56 @@ def test_keep_releases_bounds_them(pair: UpgradePair, tmp_path: Path) -> None:
     assert not any((target / ".repro" / "releases").glob("[!.]*"))
     refused = run_repro("rollback", str(target))
     assert refused.returncode == 2, refused.stderr.decode()
+
+
+def _dist_files(target: Path, name: str) -> set[str]:
+    """The files the installed distribution `name` owns (its RECORD), relative to the
+    target."""
+    site = site_packages(unpacked_venv(target))
+    (info,) = (
+        d
+        for d in site.glob("*.dist-info")
+        if canonicalize_name(d.name.removesuffix(".dist-info").rsplit("-", 1)[0]) == name
+    )
+    return {
+        Path(os.path.normpath(site / e.path)).relative_to(target).as_posix()
+        for e in read_dist_record(info)
+    }
+
+
+@pytest.mark.parametrize("which", ["full", "delta"])
+def test_an_upgrade_of_one_wheel_rewrites_only_its_files(
+    one_wheel: OneWheelPair, tmp_path: Path, which: str
+) -> None:
+    """iniconfig 2.0.0 -> 2.1.0 and nothing else: the wheel is installed by the vault
+    installer, offline, whether the upgrade comes as the full bundle or as a delta
+    (whose vault holds only that wheel), and every other file of the target (the other
+    distributions, the patched files, the workspace's files, the rendered unit) keeps
+    its inode and mtime."""
+    name, old, new = ONE_WHEEL
+    target = tmp_path / "t"
+    ok(unpack(one_wheel.v1, target))
+    before = _inodes(target)
+    old_files = _dist_files(target, name)
+    unit = f"services/{UNIT_NAME}"
+    assert unit in before
+
+    bundle = one_wheel.v2 if which == "full" else one_wheel.delta
+    report = json.loads(ok(unpack(bundle, target, "--json")))
+    upgrade = report["upgrade"]
+    assert upgrade["dists"]["changed"] == [f"{name} {old} -> {new}"]
+    assert upgrade["dists"]["added"] == upgrade["dists"]["removed"] == []
+    assert upgrade["installer"] == "vault"
+    ok(run_repro("verify", str(target)))
+
+    after = _inodes(target)
+    new_files = _dist_files(target, name)
+    ours = old_files | new_files
+    assert before.keys() - after.keys() <= old_files
+    assert after.keys() - before.keys() <= new_files
+    rewritten = sorted(r for r in before.keys() & after.keys() if before[r] != after[r])
+    assert [r for r in rewritten if r not in ours] == []
+    assert before[unit] == after[unit]
+    assert {r for r in after if r in new_files and before.get(r) != after[r]} == {
+        r for r in new_files if r in after
+    }, "the changed distribution's files were not written"

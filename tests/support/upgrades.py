@@ -1,8 +1,13 @@
-"""Two bundles of one workspace for the upgrade tests: demo 1, then demo 2 packed from the
-same workspace after a patch changed (idna's added file), a package upgraded (six
-1.16.0 -> 1.17.0, whose 1.16 patch goes with it), one added (iniconfig), one removed
-(tomli) and a bench file changed; both `--wheels all`, so an offline unpack (and an
-upgrade) installs from the vault alone. Built once per session."""
+"""Bundles of one workspace for the upgrade tests, all `--wheels all`, so an offline unpack
+(and an upgrade) installs from the vault alone; built once per test module.
+
+- `build_upgrade_pair`: demo 1, then demo 2 packed from the same workspace after a patch
+  changed (idna's added file), a package upgraded (six 1.16.0 -> 1.17.0, whose 1.16
+  patch goes with it), one added (iniconfig), one removed (tomli) and a bench file
+  changed.
+- `build_one_wheel_pair`: demo 1, then demo 2 after one package (iniconfig 2.0.0 ->
+  2.1.0, from the index) and nothing else changed, in full and as a delta against demo
+  1; the workspace has a unit, which stays the same."""
 
 from __future__ import annotations
 
@@ -27,10 +32,31 @@ NOT_COMPARED = {
 }
 
 
+UNIT = """[Unit]
+Description=demo server
+
+[Service]
+ExecStart={venv}/bin/python -m http.server 8000 --bind 127.0.0.1
+
+[Install]
+WantedBy=multi-user.target
+"""
+UNIT_NAME = "demo-serve.service"
+# the one package demo 2 of build_one_wheel_pair changes
+ONE_WHEEL = ("iniconfig", "2.0.0", "2.1.0")
+
+
 @dataclass(frozen=True)
 class UpgradePair:
     v1: Path
     v2: Path
+
+
+@dataclass(frozen=True)
+class OneWheelPair:
+    v1: Path
+    v2: Path  # demo 2 in full
+    delta: Path  # demo 2 as a delta against demo 1
 
 
 def build_upgrade_pair(root: Path) -> UpgradePair:
@@ -56,6 +82,26 @@ def build_upgrade_pair(root: Path) -> UpgradePair:
     (workspace / "bench" / "results.json").write_text('{"tokens_per_s": 140}\n')
     v2 = pack(workspace, out, "2", "--wheels", "all")
     return UpgradePair(v1, v2)
+
+
+def build_one_wheel_pair(root: Path) -> OneWheelPair:
+    name, old, new = ONE_WHEEL
+    wheel = build_local_wheel(root / "localwheel")
+    workspace = build_workspace(
+        root / "ws",
+        find_python("3.11"),
+        ["six==1.16.0", "idna==3.7", f"{name}=={old}", str(wheel)],
+    )
+    (workspace / "services").mkdir()
+    venv = workspace / ".venv"
+    (workspace / "services" / UNIT_NAME).write_text(UNIT.format(venv=venv))
+    out = root / "bundles"
+    v1 = pack(workspace, out, "1", "--wheels", "all")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, f"{name}=={new}"], check=True)
+    v2 = pack(workspace, out, "2", "--wheels", "all")
+    delta = pack(workspace, out / "delta", "2", "--wheels", "all", "--base", str(v1))
+    return OneWheelPair(v1, v2, delta)
 
 
 def unpack(bundle: Path, target: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

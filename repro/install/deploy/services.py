@@ -15,7 +15,7 @@ from pathlib import Path
 
 from repro.bundle import layout
 from repro.errors import InstallError
-from repro.install.transaction.atomic import atomic_write
+from repro.install.transaction.atomic import write_if_changed
 from repro.units.command import unit_commands
 from repro.units.dropin import required_names, unset_names
 from repro.units.names import validate_unit_name
@@ -226,15 +226,16 @@ def render_units(
 ) -> list[RenderedUnit]:
     """The bundle's units and their environment files written under TARGET/services
     with the target's paths (each found model at the place where it was found); a
-    value the operator set in an environment file is kept."""
+    value the operator set in an environment file is kept. A file that already holds
+    what it would be written with is left untouched (a rerun, an upgrade in place)."""
     rendered: list[RenderedUnit] = []
     texts = _render_texts(bundle, target, venv=venv, home=home, models=models, placed=placed)
     for unit in texts:
         for dest, content in unit.env_files:
             if dest.is_file():
                 content = _keep_provided(content, dest.read_text(encoding="utf-8"))
-            atomic_write(dest, content.encode(), mode=0o600)
-        atomic_write(unit.path, unit.text.encode())
+            write_if_changed(dest, content.encode(), mode=0o600)
+        write_if_changed(unit.path, unit.text.encode())
         commands = unit_commands(unit.text, source=layout.unit(unit.name))
         rendered.append(RenderedUnit(unit.name, unit.path, tuple(commands)))
     return rendered

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.errors import UsageError
-from repro.install.transaction.atomic import atomic_write, fsync_directory
+from repro.install.transaction.atomic import fsync_directory, write_if_changed
 
 SYSTEMD_DIR = Path("/etc/systemd/system")
 # The rest of systemd's system unit search path (systemd.unit(5)); a unit in
@@ -147,13 +147,14 @@ def _back_up(dest: Path) -> Path:
 def install_unit_files(
     placements: Sequence[UnitPlacement], contents: Sequence[bytes], *, force: bool
 ) -> list[InstalledUnit]:
-    """Write each unit (MARKER, then its rendered text) to its place; a foreign file is
-    backed up first (only with `force`: refused otherwise)."""
+    """Write each unit (MARKER, then its rendered text) to its place, unless it holds
+    that already; a foreign file is backed up first (only with `force`: refused
+    otherwise)."""
     refuse_conflicts(placements, force=force)
     installed = []
     for placement, content in zip(placements, contents, strict=True):
         backup = _back_up(placement.dest) if placement.foreign else None
-        atomic_write(placement.dest, MARKER.encode() + b"\n" + content)
+        write_if_changed(placement.dest, MARKER.encode() + b"\n" + content)
         installed.append(InstalledUnit(placement.dest, backup))
     return installed
 

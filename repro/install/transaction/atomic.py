@@ -6,6 +6,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,29 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
             temp.unlink()
         raise
     fsync_directory(path.parent)
+
+
+def write_if_changed(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
+    """`atomic_write`, unless `path` is already a regular file (not a link) that holds
+    `data` with `mode`: then it is left as it is, same inode and mtime, so that a rerun
+    or an upgrade in place rewrites only what differs. True when it wrote."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = -1  # absent, a link, unreadable: written
+    if fd >= 0:
+        with os.fdopen(fd, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            same = (
+                stat.S_ISREG(info.st_mode)
+                and stat.S_IMODE(info.st_mode) == mode
+                and info.st_size == len(data)
+                and stream.read(len(data) + 1) == data
+            )
+        if same:
+            return False
+    atomic_write(path, data, mode=mode)
+    return True
 
 
 def remove_temp_leftovers(root: Path) -> list[Path]:

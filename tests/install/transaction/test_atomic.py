@@ -17,6 +17,7 @@ from repro.install.transaction.atomic import (
     atomic_write,
     exclusive_lock,
     remove_temp_leftovers,
+    write_if_changed,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -39,6 +40,54 @@ def test_atomic_write_replaces_and_keeps_other_links_to_the_old_file(tmp_path: P
     atomic_write(path, b"new")
     assert path.read_bytes() == b"new"
     assert other.read_bytes() == b"old"  # renamed over, not written in place
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    info = path.lstat()
+    return info.st_ino, info.st_mtime_ns
+
+
+def test_write_if_changed_leaves_a_file_that_holds_the_bytes_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "demo.service"
+    atomic_write(path, b"[Service]\n", mode=0o644)
+    before = _identity(path)
+    assert write_if_changed(path, b"[Service]\n", mode=0o644) is False
+    assert _identity(path) == before
+
+
+@pytest.mark.parametrize(
+    ("present", "mode"),
+    [
+        (b"[Service]\nold\n", 0o644),  # other bytes
+        (b"[Service]\n", 0o600),  # the same bytes, another mode
+        (b"[Service]\n\n", 0o644),  # the bytes and one more
+        (b"[Service", 0o644),  # a prefix of them
+    ],
+)
+def test_write_if_changed_writes_what_differs(tmp_path: Path, present: bytes, mode: int) -> None:
+    path = tmp_path / "demo.service"
+    atomic_write(path, present, mode=mode)
+    before = _identity(path)
+    assert write_if_changed(path, b"[Service]\n", mode=0o644) is True
+    assert path.read_bytes() == b"[Service]\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert _identity(path) != before
+
+
+def test_write_if_changed_replaces_a_link_and_never_writes_through_it(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"[Service]\n")
+    path = tmp_path / "demo.service"
+    path.symlink_to(elsewhere)
+    assert write_if_changed(path, b"[Service]\n") is True
+    assert not path.is_symlink() and path.read_bytes() == b"[Service]\n"
+    assert elsewhere.read_bytes() == b"[Service]\n"
+
+
+def test_write_if_changed_writes_a_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "env"
+    assert write_if_changed(path, b"A=1\n", mode=0o600) is True
+    assert path.read_bytes() == b"A=1\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_a_failed_atomic_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
