@@ -53,7 +53,7 @@ for round in $(seq "$rounds"); do
     if [ "${APART:-1}" = 1 ]; then
         measure "repro pack -o - > /dev/null" "$P 2>/dev/null > /dev/null" nosync
         measure "cat bundle | repro unpack -" \
-            "cat /tmp/stream.tar | $R unpack - --target $SRV/c --offline --no-smoke $U > /dev/null"
+            "cat /tmp/stream.tar | $R unpack - --target $SRV/c --offline --no-smoke $U > /dev/null 2>&1"
     fi
 done
 # the venv rebuilt through the stream is the source's: the same freeze, repro verify
