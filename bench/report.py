@@ -22,6 +22,9 @@ UNPACK_WARM_UV = "repro unpack --offline --installer uv, its cache as it is"
 ROUNDTRIP = "repro pack -o - piped into repro unpack -"
 TAR_ROUNDTRIP = "tar cf - piped into tar xf -"
 ROUNDTRIP_STAGED = "the same, up to the install (unpack - --dry-run)"
+# the two sides of the round trip timed apart: which one sets its pace
+STREAM_PACK = "repro pack -o - into /dev/null"
+STREAM_UNPACK = "cat bundle piped into repro unpack -"
 
 RSS_GOAL_MIB = 150.0
 
@@ -173,6 +176,18 @@ def goals(size_result: dict[str, Any]) -> list[dict[str, Any]]:
             (
                 "streamed round trip up to the install / tar pipe (info)",
                 _ratio(groups["roundtrip"], ROUNDTRIP_STAGED, TAR_ROUNDTRIP),
+                "-",
+                None,
+            ),
+            (
+                "pack -o - alone / streamed round trip (info)",
+                _ratio(groups["roundtrip"], STREAM_PACK, ROUNDTRIP),
+                "-",
+                None,
+            ),
+            (
+                "unpack - of a bundle file alone / streamed round trip (info)",
+                _ratio(groups["roundtrip"], STREAM_UNPACK, ROUNDTRIP),
                 "-",
                 None,
             ),

@@ -32,6 +32,8 @@ from bench.report import (
     READ_HASH,
     ROUNDTRIP,
     ROUNDTRIP_STAGED,
+    STREAM_PACK,
+    STREAM_UNPACK,
     TAR_ROUNDTRIP,
     UNPACK_COLD_DIRECT,
     UNPACK_WARM_UV,
@@ -430,8 +432,11 @@ def group_unpack(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
 def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, Any]:
     """The streamed round trip: pack of the workspace (the inputs of group_pack's
     `--wheels all`) piped into unpack of a fresh target, against tar piped into tar of the
-    same venv. pipefail: either side failing fails the run."""
+    same venv. pipefail: either side failing fails the run. Each side is also timed
+    alone (pack into /dev/null; the bundle that pack streams, kept as a file, cat into
+    unpack), so the results say which one sets the round trip's pace."""
     fresh = s.work / "roundtrip"
+    streamed = s.work / "roundtrip.tar"
     python = _q(Path(sys.executable))
 
     def make_dir() -> None:
@@ -439,6 +444,8 @@ def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, An
 
     pack = f"{python} -m repro pack {_q(s.workspace.root)} -o - --version 1 --wheels all --offline"
     unpack = f"{python} -m repro unpack - --target {_q(fresh)} --offline --no-smoke --cpu"
+    say("roundtrip: the bundle pack -o - streams, kept as a file (untimed)")
+    _run(["bash", "-c", f"set -euo pipefail; {pack} > {_q(streamed)}"], timeout=7200)
     contenders = [
         Contender(ROUNDTRIP, _shell(f"{pack} | {unpack}"), cleanup=_fresh(fresh)),
         Contender(
@@ -450,8 +457,15 @@ def group_roundtrip(s: Setup, runs: int, warmup: bool, say: Say) -> dict[str, An
         # the floor of a round trip that verifies before it installs: the bundle received
         # into staging, verified, the preflight passed; nothing installed
         Contender(ROUNDTRIP_STAGED, _shell(f"{pack} | {unpack} --dry-run"), cleanup=_fresh(fresh)),
+        Contender(STREAM_PACK, _shell(f"{pack} > /dev/null")),
+        Contender(STREAM_UNPACK, _shell(f"cat {_q(streamed)} | {unpack}"), cleanup=_fresh(fresh)),
     ]
-    return _group("roundtrip", contenders, runs, warmup, say, pairs=[(0, 1), (2, 1)])
+    try:
+        return _group(
+            "roundtrip", contenders, runs, warmup, say, pairs=[(0, 1), (2, 1), (3, 0), (4, 0)]
+        )
+    finally:
+        _fresh(streamed)()
 
 
 def group_scaling_pack(s: Setup, runs: int, warmup: bool, say: Say, copies: int) -> dict[str, Any]:

@@ -542,19 +542,20 @@ class BackgroundSha256:
     (writes them): hashing and writing then each take a core instead of adding up, which
     is what a bundle writer on a fast disk waits for. Small pieces are gathered into
     batches so hand-offs stay few; at most `depth` batches wait, so memory stays bounded
-    when hashing is the slower side. Pieces must not change after `update` (bytes)."""
+    when hashing is the slower side. Pieces must not change after `update` (bytes, or
+    a bytearray nobody writes again)."""
 
     BATCH = 1 << 20
 
     def __init__(self, depth: int = 8) -> None:
         self._digest = hashlib.sha256()
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
-        self._pending: list[bytes] = []
+        self._queue: queue.Queue[bytes | bytearray | None] = queue.Queue(maxsize=depth)
+        self._pending: list[bytes | bytearray] = []
         self._pending_size = 0
         self._thread = threading.Thread(target=self._run, name="repro-sha256", daemon=True)
         self._thread.start()
 
-    def update(self, piece: bytes) -> None:
+    def update(self, piece: bytes | bytearray) -> None:
         if len(piece) >= self.BATCH:
             self._flush()
             self._queue.put(piece)

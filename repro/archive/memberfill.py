@@ -198,7 +198,7 @@ def _fill(hole: Hole, writes: _Writes) -> str:
                     flush()
             written += len(piece)
             continue
-        source = _open(piece)
+        source = open_checked(piece)
         checksum = 0
         own = hashlib.sha256() if piece.sha256 is not None else None
         try:
@@ -210,7 +210,7 @@ def _fill(hole: Hole, writes: _Writes) -> str:
                 except OSError as exc:
                     raise InputError(f"cannot read {piece.path}: {exc.strerror}") from exc
                 if count == 0:
-                    raise _changed(piece)
+                    raise changed(piece)
                 if piece.crc32 is not None:
                     checksum = crc32(view[used : used + count], checksum)
                 if own is not None:
@@ -222,7 +222,7 @@ def _fill(hole: Hole, writes: _Writes) -> str:
         finally:
             os.close(source)
         if piece.crc32 is not None and checksum != piece.crc32:
-            raise _changed(piece, "its CRC-32 is not the one planned")
+            raise changed(piece, "its CRC-32 is not the one planned")
         if own is not None and own.hexdigest() != piece.sha256:
             raise not_as_recorded(piece.path)
         written += piece.size
@@ -232,7 +232,9 @@ def _fill(hole: Hole, writes: _Writes) -> str:
     return digest.hexdigest()
 
 
-def _open(piece: FileRun) -> int:
+def open_checked(piece: FileRun) -> int:
+    """The file of `piece`, opened; refused if its size or modification time is not the
+    planned one."""
     try:
         source = os.open(piece.path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -242,7 +244,7 @@ def _open(piece: FileRun) -> int:
         piece.mtime_ns is not None and info.st_mtime_ns != piece.mtime_ns
     ):
         os.close(source)
-        raise _changed(piece)
+        raise changed(piece)
     return source
 
 
@@ -250,7 +252,7 @@ def not_as_recorded(path: Path | str) -> NotAsRecorded:
     return NotAsRecorded(f"{path} differs from its RECORD hash (its size is the recorded one)")
 
 
-def _changed(piece: FileRun, how: str = "") -> InputError:
+def changed(piece: FileRun, how: str = "") -> InputError:
     return InputError(
         f"{piece.path} changed while it was packed ({how or f'planned {piece.size} bytes'})",
         hint="stop whatever writes into the environment and pack again",

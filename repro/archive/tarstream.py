@@ -118,6 +118,7 @@ class TarStream:
         self.offset = 0
         self.base = 0  # where the tar starts in `stream` (seekable, uncompressed)
         self.unread: MemberData | None = None  # data of the member last yielded
+        self._head = b""  # bytes read to sniff the compression, not yet given out
         self._seekable = False
         self._end = 0
         raw: BinaryIO
@@ -134,7 +135,13 @@ class TarStream:
             else:
                 head = _read_head(stream, BLOCK)
                 kind = detect_compression(head, source=source)
-                raw = cast(BinaryIO, io.BufferedReader(_Prefixed(head, stream), CHUNK))
+                if kind == "none" and isinstance(stream, io.BufferedReader):
+                    # a pipe (stdin) already buffered: read straight from it, the head
+                    # served first (a second buffered layer copied every byte once more)
+                    raw = stream
+                    self._head = head
+                else:
+                    raw = cast(BinaryIO, io.BufferedReader(_Prefixed(head, stream), CHUNK))
         except OSError as exc:
             raise ArchiveError(f"{source}: cannot read ({exc.strerror or exc})") from exc
         self._stream: BinaryIO
@@ -146,12 +153,32 @@ class TarStream:
             self._stream = raw
 
     def read_some(self, size: int) -> bytes:
+        if self._head:
+            data, self._head = self._head[:size], self._head[size:]
+            self.offset += len(data)
+            return data
         try:
             data = self._stream.read(size)
         except (OSError, EOFError, zlib.error) as exc:
             raise ArchiveError(f"{self.source}: corrupt or truncated archive ({exc})") from exc
         self.offset += len(data)
         return data
+
+    def read_into(self, view: memoryview) -> int:
+        """`read_some` into `view` (no bytes object in between); 0 at the end."""
+        if self._head:
+            count = min(len(view), len(self._head))
+            view[:count] = self._head[:count]
+            self._head = self._head[count:]
+            self.offset += count
+            return count
+        try:
+            count = self._stream.readinto(view)  # type: ignore[attr-defined]
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ArchiveError(f"{self.source}: corrupt or truncated archive ({exc})") from exc
+        count = count or 0
+        self.offset += count
+        return count
 
     def read_exact(self, size: int, what: str) -> bytes:
         parts: list[bytes] = []
@@ -207,15 +234,14 @@ class MemberData(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         if not self.remaining or not len(view):
             return 0
-        data = self._tar.read_some(min(len(view), self.remaining))
-        if not data:
+        count = self._tar.read_into(view[: min(len(view), self.remaining)])
+        if not count:
             raise ArchiveError(
                 f"{self._tar.source}: archive is truncated (ends at byte {self._tar.offset}, "
                 f"inside {self._what})"
             )
-        view[: len(data)] = data
-        self.remaining -= len(data)
-        return len(data)
+        self.remaining -= count
+        return count
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ class DeterministicTarWriter:
         self,
         rel: str,
         size: int,
-        pieces: Iterable[bytes],
+        pieces: Iterable[bytes | bytearray],
         *,
         digest: str | None = None,
         executable: bool = False,
@@ -451,7 +451,7 @@ class DeterministicTarWriter:
             )
         )
 
-    def _write(self, data: bytes | memoryview) -> None:
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
         try:
             self._sink.write(data)
         except OSError as exc:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import gzip
 import io
+import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import pytest
 import zstandard
 
+from repro.archive.common import CHUNK
 from repro.archive.tarstream import (
     MAX_EXTENDED_HEADER,
     Entry,
@@ -179,3 +182,36 @@ def test_damaged_archives_name_where(cut: object, message: str) -> None:
     data = _tar([_file("top/a.txt", b"x" * 600)])
     with pytest.raises(ArchiveError, match=message):
         list(_entries(cut(data)))  # type: ignore[operator]
+
+
+def _through_pipe(tmp_path: Path, data: bytes) -> list[tuple[str, bytes]]:
+    """Every file's name and bytes, read from `data` coming through a real pipe (a
+    buffered reader, as stdin is), member by member as extraction reads them."""
+    path = tmp_path / "b.tar"
+    path.write_bytes(data)
+    found: list[tuple[str, bytes]] = []
+    with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as cat:
+        assert isinstance(cat.stdout, io.BufferedReader)
+        tar = TarStream(cast(BinaryIO, cat.stdout), "<stdin>")
+        for entry in iter_entries(tar):
+            if entry.typeflag == tarfile.REGTYPE:
+                member = MemberData(tar, entry.size, entry.name)
+                tar.unread = member
+                reader = io.BufferedReader(member, CHUNK)
+                found.append((entry.name, reader.read()))
+    return found
+
+
+def test_a_pipe_is_read_straight_through_its_own_buffer(tmp_path: Path) -> None:
+    files = [
+        _file("b/small", b"x" * 10),
+        _file("b/empty"),
+        _file("b/large", bytes(range(256)) * (3 * CHUNK // 256 + 7)),
+    ]
+    assert _through_pipe(tmp_path, _tar(files)) == [(i.name, d) for i, d in files]
+
+
+def test_a_pipe_cut_inside_a_member_names_where(tmp_path: Path) -> None:
+    data = _tar([_file("b/large", b"y" * (2 * CHUNK))])
+    with pytest.raises(ArchiveError, match=r"truncated \(ends at byte \d+, inside b/large"):
+        _through_pipe(tmp_path, data[: 1536 + CHUNK])

@@ -6,7 +6,9 @@ hashing each as it is written (`repro.archive.memberfill`): every installed file
 here. The lock files that list the wheels' sha256 sort before the wheels: they are
 written with placeholders of the same length and filled in once the wheels are written.
 Into a pipe or through gzip, the wheels are streamed in order and their digests taken
-ahead, in a pass of their own (`vault.hash_vault`). Both give the same bytes.
+ahead, in a pass of their own (`vault.hash_vault`); threads read the wheels' bytes
+ahead of the tar writer, a bounded number of segments at a time
+(`repro.archive.readahead`). Both give the same bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from repro.archive.directio import (
     preallocate,
 )
 from repro.archive.memberfill import FileRun, Hole, Piece, fill_holes
+from repro.archive.readahead import Ahead, ReadAhead
 from repro.archive.writer import DeterministicTarWriter, member_order
 from repro.bundle.manifest import MANIFEST_NAME, ProgressSink, format_manifest
 from repro.bundle.signing import SIGNATURE_NAME, sign_manifest
@@ -209,9 +212,18 @@ def stream_members(
         if progress is not None:
             progress.advance(nbytes)
 
-    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
+    with (
+        DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer,
+        contextlib.ExitStack() as stack,
+    ):
         taken: dict[str, str] = {}
         target = writer.hole_target()
+        ahead: ReadAhead | None = None
+        if target is None:
+            # no holes: the rebuilt wheels are read ahead of the writer, in its order
+            ahead = stack.enter_context(
+                ReadAhead(_read_ahead(members), jobs=jobs or default_jobs())
+            )
         holes: list[Hole] = []
         generated: list[tuple[str, Generated]] = []
         for rel in sorted(members.items, key=member_order):
@@ -227,7 +239,7 @@ def stream_members(
                 holes.append(Hole(rel, offset, content.size, _pieces(content)))
                 continue  # its bytes count once written into the hole
             elif isinstance(content, Streamed):
-                digest = _add_streamed(writer, rel, content)
+                digest = _add_streamed(writer, rel, content, ahead)
                 if content.deferred:
                     taken[content.sha256] = digest
             elif isinstance(content, Reserved):
@@ -291,6 +303,15 @@ def content_size(content: Content) -> int:
     return len(content)
 
 
+def _read_ahead(members: Members) -> list[Ahead]:
+    """The rebuilt wheels among `members`, in the order they are written."""
+    return [
+        Ahead(rel, content.size, _pieces(content))
+        for rel in sorted(members.items, key=member_order)
+        if isinstance(content := members.items[rel], Streamed) and content.plan is not None
+    ]
+
+
 def _pieces(content: Streamed) -> Iterator[Piece]:
     """A vault wheel's bytes for `fill_holes`: its plan's, or its file's."""
     if content.plan is None:
@@ -314,11 +335,14 @@ def _changed_wheel(content: Streamed, rel: str) -> InputError:
     )
 
 
-def _add_streamed(writer: DeterministicTarWriter, rel: str, content: Streamed) -> str:
+def _add_streamed(
+    writer: DeterministicTarWriter, rel: str, content: Streamed, ahead: ReadAhead | None
+) -> str:
     """Add a vault wheel through the tar stream (a pipe or gzip); return its sha256."""
     known = None if content.deferred else content.sha256
     if content.plan is not None:
-        return writer.add_stream(rel, content.size, content.plan.iter_bytes(), digest=known)
+        assert ahead is not None
+        return writer.add_stream(rel, content.size, ahead.chunks(rel), digest=known)
     assert content.path is not None
     digest = writer.add_file(rel, content.path)
     if known is not None and digest != known:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import sys
 import tarfile
 import threading
 import zlib
@@ -16,10 +17,17 @@ from typing import Any
 import pytest
 
 from repro.archive import memberfill
-from repro.archive.writer import DeterministicTarWriter
+from repro.archive.writer import DeterministicTarWriter, member_order
+from repro.bundle.manifest import format_manifest
 from repro.crc import crc32
 from repro.errors import InputError, UsageError
-from repro.snapshot.write.bundle import Members, Reserved, Streamed, write_bundle
+from repro.snapshot.write.bundle import (
+    Members,
+    Reserved,
+    Streamed,
+    stream_members,
+    write_bundle,
+)
 from repro.wheel.zipwriter import ZipMember, ZipPlan
 
 DATE = (2020, 1, 1, 0, 0, 0)
@@ -126,3 +134,87 @@ def test_a_hole_never_settled_stops_the_archive(tmp_path: Path) -> None:
     writer = DeterministicTarWriter(io.BytesIO(), top="b", mtime=0)
     with pytest.raises(InputError, match="not waiting"):
         writer.settle("w.whl", "0" * 64)
+
+
+class _Pipe(io.BytesIO):
+    """What the writer sees of a pipe: bytes in order, no seeking back."""
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _known(plans: Mapping[str, ZipPlan]) -> Members:
+    members = Members()
+    members.add("bundle.toml", b"name = 'b'\n")
+    for rel, plan in sorted(plans.items()):
+        members.add(
+            rel, Streamed(plan, plan.size, hashlib.sha256(b"".join(plan.iter_bytes())).hexdigest())
+        )
+    members.add("files/z.txt", b"last\n")
+    return members
+
+
+def _as_before(plans: Mapping[str, ZipPlan], members: Members) -> bytes:
+    """The archive as the stream was written before the wheels were read ahead: each
+    wheel's bytes read by the tar writer's thread (`ZipPlan.iter_bytes`)."""
+    out = _Pipe()
+    with DeterministicTarWriter(out, top="b", mtime=0) as writer:
+        for rel in sorted(members.items, key=member_order):
+            content = members.items[rel]
+            if isinstance(content, Streamed):
+                assert content.plan is not None
+                writer.add_stream(
+                    rel, content.size, content.plan.iter_bytes(), digest=content.sha256
+                )
+            else:
+                assert isinstance(content, bytes)
+                writer.add_bytes(rel, content)
+        writer.add_bytes("MANIFEST.sha256", format_manifest(writer.digests.items()))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 8])
+def test_a_stream_read_ahead_is_byte_for_byte_the_archive_written_before_and_to_a_file(
+    tmp_path: Path, jobs: int
+) -> None:
+    """Determinism: the wheels read ahead by threads into a pipe give the bytes the
+    single-threaded stream gave, and the bytes of the same bundle written to a file."""
+    plans = {
+        "env/wheels/a-1-py3-none-any.whl": _plan(tmp_path, "a", [5 << 20, 100, 0]),
+        "env/wheels/b-1-py3-none-any.whl": _plan(tmp_path, "b", [1, 2 << 20, (1 << 20) - 7]),
+        "env/wheels/c-1-py3-none-any.whl": _plan(tmp_path, "c", [3]),
+    }
+    members = _known(plans)
+    pipe = _Pipe()
+    stream_members(members, pipe, top="b", mtime=0, compression="none", sign=None, jobs=jobs)
+    assert pipe.getvalue() == _as_before(plans, members)
+    out = tmp_path / "out" / "b.tar"
+    write_bundle(members, out, top="b", mtime=0, compression="none", jobs=jobs)
+    assert out.read_bytes() == pipe.getvalue()
+
+
+def test_a_failed_read_ahead_ends_the_stream_without_an_end_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = {
+        "env/wheels/a-1-py3-none-any.whl": _plan(tmp_path, "a", [3 << 20]),
+        "env/wheels/b-1-py3-none-any.whl": _plan(tmp_path, "b", [2 << 20]),
+    }
+    members = _known(plans)
+    source = plans["env/wheels/b-1-py3-none-any.whl"].members[0].source
+    assert source is not None
+    os.truncate(source, 1 << 20)  # the second wheel's file shrank after it was hashed
+    pipe = _Pipe()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(pipe))
+    with pytest.raises(InputError, match=r"b-0\.bin changed while it was packed"):
+        write_bundle(members, None, top="b", mtime=0, compression="none", jobs=2)
+    data = pipe.getvalue()
+    assert len(data) % 512 == 0 and data[-1024:] != bytes(1024)  # no end-of-archive marker
+    with pytest.raises(tarfile.ReadError), tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar:
+            tar.extractfile(member)
+    # through gzip, into a file: nothing at the output path
+    out = tmp_path / "out" / "b.tar.gz"
+    with pytest.raises(InputError, match="changed while it was packed"):
+        write_bundle(members, out, top="b", mtime=0, compression="gz", jobs=2)
+    assert list(out.parent.iterdir()) == []
