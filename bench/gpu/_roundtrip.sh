@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # sourced: the caller sets root (and out)
 # Sourced by the bench/gpu round-trip scripts (freshbox.sh, tfserve.sh) after they set
 #   out=OUTDIR root=CHECKOUT
 # Logs everything to $out/log.txt as well, defines `now`/`ms_since` and the timing table

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # sourced: the caller sets root (and out)
 # Sourced by the bench/gpu scripts that time repro commands on the image's venv:
 #   root=...; out=...; source "$root/bench/gpu/_setup.sh"
 # Installs repro's missing dependencies from .whl/ into /tmp/site, byte-compiles the

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # sourced: the caller sets root (and out)
 # Sourced by the bench/gpu scripts (root=... set first): installs repro's dependencies
 # that the GPU image lacks from the wheels carried in .whl/ into /tmp/site (the host
 # reaches no index). Each script puts /tmp/site on its PYTHONPATH as it needs.

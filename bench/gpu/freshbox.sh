@@ -13,6 +13,7 @@
 set -u
 out="${1:?usage: freshbox.sh OUTDIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=_roundtrip.sh source-path=SCRIPTDIR
 source "$root/bench/gpu/_roundtrip.sh"
 
 echo "== the old box: repro from its wheel, the workspace"

@@ -25,7 +25,7 @@ t0 = time.time()
 for line in sys.stdin:
     sys.stdout.write("%7.2f s %s" % (time.time() - t0, line))'; }
 TIME=(); [ -x /usr/bin/time ] && TIME=(/usr/bin/time -f "%e s wall, peak RSS %M KiB")
-for i in 1 2; do
+for _ in 1 2; do
     t=$(date +%s%N)
     dd if=/dev/zero of=/tmp/dd.bin bs=8M count=900 oflag=direct status=none
     echo "dd 7.5 GB oflag=direct: $(( ($(date +%s%N) - t) / 1000000 )) ms"

@@ -11,6 +11,7 @@
 set -u
 out="${1:?usage: inspect-gpu.sh OUTDIR}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=_roundtrip.sh source-path=SCRIPTDIR
 source "$root/bench/gpu/_roundtrip.sh"
 
 rm -rf /tmp/tool /data/plan /tmp/bundles /tmp/planned

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import ast
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from bench.gpu import kernels_summary
+from tests.bench.test_gpu_scripts import shellcheck
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu" / "kernels.sh"
@@ -24,9 +22,8 @@ def test_the_script_parses_with_bash() -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="no shellcheck here")
 def test_shellcheck_finds_nothing() -> None:
-    result = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True)
+    result = subprocess.run([shellcheck(), str(SCRIPT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 
