@@ -533,7 +533,7 @@ def caches(inputs: StageInputs) -> StageResult:
     for outcome in outcomes:
         inputs.events("caches", "restored" if outcome.restored else "left out", outcome.line)
     restored = [o.kind for o in outcomes if o.restored]
-    detail = "; ".join(o.line for o in outcomes)
+    detail = "\n".join(o.line for o in outcomes)
     return StageResult(
         detail,
         {"caches": {o.kind: o.to_facts() for o in outcomes}, "restored": restored},

@@ -75,9 +75,11 @@ def _base32(text: str) -> str:
 
 
 def make_triton_cache(
-    directory: Path, *, arch: int | str = 90, version: str = "3.6.0", kernels: int = 2
+    directory: Path, *, arch: int | str = 90, version: str | None = "3.6.0", kernels: int = 2
 ) -> Path:
-    """A Triton cache of `kernels` kernels compiled for `arch` by Triton `version`."""
+    """A Triton cache of `kernels` kernels compiled for `arch` by Triton `version`; with
+    version None, metadata without `triton_version` (the key's Triton part then comes from
+    the probe)."""
     for index in range(kernels):
         name = f"triton_poi_fused_add_{index}"
         key = _base32(f"{name}-{arch}-{version}")
@@ -91,10 +93,11 @@ def make_triton_cache(
             "num_ctas": 1,
             "num_stages": 3,
             "debug": False,
-            "triton_version": version,
             "name": name,
             "shared": 0,
         }
+        if version is not None:
+            metadata["triton_version"] = version
         files = {
             f"{name}.source": f"# triton source of {name}\n".encode(),
             f"{name}.ttir": b"module {\n}\n",

@@ -120,7 +120,10 @@ def with_cache_environment(text: str, *, source: str) -> str:
     environment files after Environment= and in order, so the restored caches win over
     whatever the unit set for the same variables on the source."""
     lines = unit_lines(text, source=source)
-    last = max((i for i, line in enumerate(lines) if line.section == "Service"), default=None)
+    last = max(
+        (i for i, line in enumerate(lines) if line.section == "Service" and line.kind != "blank"),
+        default=None,
+    )
     if last is None:
         return text
     out: list[str] = []
