@@ -8,8 +8,12 @@ or a workspace without units: the user who packs). repro.toml's `[caches] paths`
 a directory for a kind outright.
 
 What it holds: every regular file below it, except what the workspace rules leave out
-(a name or content that looks like a credential: repro.snapshot.workspace.files; a
-link; a name a bundle cannot hold) and Triton's unfinished temporary files.
+(a name that looks like a credential's; content that holds a token, a private key or
+the value of the packing environment's secret variables, judged as patched code is:
+repro.snapshot.workspace.files.token_in_code; a link; a name a bundle cannot hold) and
+Triton's unfinished temporary files. A cache is generated code: an assignment to a name
+such as `key_states` (attention's keys) is no credential there, so the looser rule for
+configuration files (`secret_in_file`'s assignments) does not apply.
 
 Its key: the probe's facts of the source (GPU capabilities, torch, Triton, torch's
 CUDA, the driver, the engine's version), except where the cache says it itself:
@@ -38,7 +42,8 @@ from repro.bundle.caches import (
     capabilities,
 )
 from repro.bundle.environment import EnvironmentFacts
-from repro.snapshot.workspace.leftout import LeftOut, split_secrets
+from repro.snapshot.workspace.files import MAX_SCANNED_BYTES, looks_secret, token_in_code
+from repro.snapshot.workspace.leftout import LeftOut
 from repro.snapshot.workspace.unitcapture import CapturedUnit
 from repro.units.command import parse_service
 from repro.units.dropin import read_values
@@ -214,8 +219,18 @@ def read_cache(
                 left_out.append(LeftOut(shown, why, "bad-name"))
             else:
                 regular.append(path)
-    kept, secrets = split_secrets(regular, directory, secret_values)
-    left_out += [LeftOut(f"{directory}/{s.path}", s.reason, s.kind) for s in secrets]
+    kept: list[Path] = []
+    for path in regular:
+        why = "its name" if looks_secret(path) else _credential(path, secret_values)
+        if why is None:
+            kept.append(path)
+        else:
+            reason = (
+                f"looks like a credential ({why}): never carried; put it on the target yourself"
+            )
+            left_out.append(
+                LeftOut(f"{directory}/{path.relative_to(directory).as_posix()}", reason, "secret")
+            )
     files = tuple((p.relative_to(directory).as_posix(), p) for p in kept)
     key = probe_key(facts, kind)
     from_metadata: tuple[KeyPart, ...] = ()
@@ -231,6 +246,16 @@ def read_cache(
         from_metadata=from_metadata,
         left_out=tuple(left_out),
     )
+
+
+def _credential(path: Path, secret_values: Sequence[str]) -> str | None:
+    """Why the file's first MAX_SCANNED_BYTES hold a credential, as for patched code."""
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_SCANNED_BYTES)
+    except OSError:
+        return None  # the writing reports an unreadable file with its name
+    return token_in_code(data, secret_values)
 
 
 def _triton_key(key: CacheKey, files: Iterable[Path]) -> tuple[CacheKey, tuple[KeyPart, ...]]:

@@ -81,10 +81,13 @@ def test_the_workspace_rules_leave_credentials_links_and_unfinished_files_out(
     (triton / "notes.txt").write_text("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789\n")
     (triton / "elsewhere").symlink_to("/etc/hostname")
     (triton / "k.json.tmp.pid_4242_0b9f").write_text("{}")  # a write a crash cut short
+    # generated code, as Inductor writes a Llama's attention: no credential
+    (triton / "graph.py").write_text("    key_states = self.k_proj(hidden_states)\n")
     unit = _unit(tmp_path, f"Environment=TRITON_CACHE_DIR={triton}\n")
     (found,), _ = find_caches([unit], torch_facts, kinds=["triton"])
     names = {Path(rel).name for rel, _ in found.files}
     assert {".env", "notes.txt", "elsewhere", "k.json.tmp.pid_4242_0b9f"}.isdisjoint(names)
+    assert "graph.py" in names
     left = {Path(item.path).name: item.kind for item in found.left_out}
     assert left == {".env": "secret", "notes.txt": "secret", "elsewhere": "not-a-file"}
     assert all("hf_abc" not in item.reason for item in found.left_out)
