@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     hit_every_run = all(
         i["inductor"].get("fxgraph_cache_hit", 0) >= 1
         and not i["inductor"].get("fxgraph_cache_miss")
-        for i in measured["restored"]
+        for i in seen["restored"]  # the warm-up too: the first start on what repro restored
     )
     torch_version = subprocess.run(
         [python, "-c", "import torch; print(torch.__version__)"],
@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
             "first_call": _ratios(first_calls["cold"], first_calls["restored"]),
         },
         "restored_hit_every_run": hit_every_run,
+        # the warm-up of each (the first start on the restored cache included)
+        "warmup_counters": {name: items[0]["inductor"] for name, items in seen.items() if items},
     }
     path = args.out or root / "bench" / "results" / f"{date}-{args.machine}-caches"
     path.parent.mkdir(parents=True, exist_ok=True)
