@@ -45,10 +45,15 @@ class Packed:
 def _workspace(base: Path, inductor: Path, triton: Path, venv: Path | None = None) -> Path:
     workspace = base / "ws"
     (workspace / "services").mkdir(parents=True)
+    # the two kinds made here: this machine's own defaults (a ~/.cache/vllm another
+    # test left) stay out of the bundles
+    config = '[caches]\nkinds = ["triton", "inductor"]\n'
     if venv is None:
         pip(make_venv(PYTHON_311, workspace / "venv"), "install", "-q", "idna")
+        config += '\n[env]\nvenv = "venv"\n'
     else:
-        (workspace / "repro.toml").write_text(f'[env]\nvenv = "{venv}"\n')
+        config += f'\n[env]\nvenv = "{venv}"\n'
+    (workspace / "repro.toml").write_text(config)
     (base / "serve.env").write_text(f"TRITON_CACHE_DIR={triton}\n")
     (workspace / "services" / "serve.service").write_text(
         "[Unit]\nDescription=model server\n\n[Service]\n"

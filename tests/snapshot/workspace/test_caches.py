@@ -52,7 +52,7 @@ def test_caches_named_by_the_unit_with_their_keys(
         f"Environment=TORCHINDUCTOR_CACHE_DIR={inductor} TRITON_CACHE_DIR=/nowhere\n",
         env_file=f"TRITON_CACHE_DIR={triton}\n",
     )
-    found, warnings = find_caches([unit], torch_facts)
+    found, warnings = find_caches([unit], torch_facts, kinds=["triton", "inductor"])
     assert warnings == []
     by_kind = {cache.kind.name: cache for cache in found}
     assert set(by_kind) == {"triton", "inductor"}
