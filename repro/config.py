@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from repro import _toml
 from repro.archive.tarformat import uncarried_name
 from repro.bundle import layout
+from repro.bundle.caches import KIND_NAMES, parse_size
 from repro.bundle.info import MAX_TIMEOUT_S
 from repro.bundle.kernels import DEFAULT_COMMAND, PLACEHOLDERS
 from repro.errors import ConfigError
@@ -116,6 +117,16 @@ class KernelRecipe:
 
 
 @dataclass(frozen=True)
+class CachesSection:
+    """The compile caches pack carries (docs/caches.md)."""
+
+    enable: bool = False  # carry them without --caches
+    kinds: tuple[str, ...] = ()  # empty: every kind
+    paths: Mapping[str, Path] = field(default_factory=dict)  # kind -> its directory
+    max_size: int | None = None  # bytes, all caches together
+
+
+@dataclass(frozen=True)
 class Config:
     source: Path
     path: Path | None  # None when the workspace has no repro.toml
@@ -128,6 +139,7 @@ class Config:
     launch: LaunchSection = LaunchSection()
     ladder: LadderSection = LadderSection()
     kernels: Mapping[str, KernelRecipe] = field(default_factory=dict)  # by canonical name
+    caches: CachesSection = CachesSection()
 
 
 class _Checker:
@@ -285,6 +297,7 @@ SECTIONS: dict[str, set[str] | None] = {
     "launch": {"commands"},
     "ladder": {"rungs", "timeout", "port", "prompt"},
     "kernels": None,  # any key: a distribution name
+    "caches": {"enable", "kinds", "paths", "max_size"},
 }
 
 
@@ -316,6 +329,7 @@ def parse_config(data: Mapping[str, Any], *, source: Path, path: Path) -> Config
         "launch": _launch,
         "ladder": _ladder,
         "kernels": _kernels,
+        "caches": _caches,
     }
     parsed: dict[str, Any] = {}
     for name, parse in sections.items():
@@ -455,6 +469,49 @@ def _ladder(check: _Checker, table: dict[str, Any]) -> LadderSection:
         port=check.integer(table, "ladder", "port"),
         prompt=check.string(table, "ladder", "prompt"),
     )
+
+
+def _caches(check: _Checker, table: dict[str, Any]) -> CachesSection:
+    kinds = check.strings(table, "caches", "kinds")
+    for kind in kinds:
+        if kind not in KIND_NAMES:
+            check.problem(
+                "caches.kinds", f"{kind!r} is no cache kind; they are {', '.join(KIND_NAMES)}"
+            )
+    paths: dict[str, Path] = {}
+    given = table.get("paths", {})
+    if not isinstance(given, dict):
+        check.problem("caches.paths", f"must be a table, not {_kind(given)}")
+        given = {}
+    for kind, value in given.items():
+        if kind not in KIND_NAMES:
+            check.problem(
+                f"caches.paths.{kind}", f"is no cache kind; they are {', '.join(KIND_NAMES)}"
+            )
+        elif not isinstance(value, str):
+            check.problem(f"caches.paths.{kind}", f"must be a string, not {_kind(value)}")
+        else:
+            path = check.path(value, f"caches.paths.{kind}", directory=True)
+            if path is not None:
+                paths[kind] = path.resolve()
+    return CachesSection(
+        enable=check.boolean(table, "caches", "enable"),
+        kinds=tuple(dict.fromkeys(kinds)),
+        paths=paths,
+        max_size=_size(check, table.get("max_size"), "caches.max_size"),
+    )
+
+
+def _size(check: _Checker, value: object, key: str) -> int | None:
+    """A size: bytes as an integer, or a string such as "2GiB" or "500M"."""
+    if value is None:
+        return None
+    size = parse_size(value) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        size = value
+    if size is None:
+        check.problem(key, f'must be a size (bytes, or "500M", "2GiB"), not {value!r}')
+    return size
 
 
 KERNEL_KEYS = frozenset({"source", "arch_env", "env", "command", "check", "test"})

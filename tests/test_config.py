@@ -290,3 +290,45 @@ def test_a_bad_kernels_test_line_is_named(tmp_path: Path, body: str, expected: s
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path)
     assert f"{path}: {expected}" in caught.value.message
+
+
+def test_caches_section_parses(tmp_path: Path) -> None:
+    (tmp_path / "triton-cache").mkdir()
+    (tmp_path / CONFIG_NAME).write_text(
+        "[caches]\n"
+        "enable = true\n"
+        'kinds = ["triton", "inductor", "triton"]\n'
+        'paths = { triton = "triton-cache" }\n'
+        'max_size = "2GiB"\n'
+    )
+    caches = load_config(tmp_path).caches
+    assert caches.enable is True
+    assert caches.kinds == ("triton", "inductor")
+    assert caches.paths == {"triton": (tmp_path / "triton-cache").resolve()}
+    assert caches.max_size == 2 << 30
+    assert load_config(tmp_path / "nowhere").caches.enable is False
+
+
+def test_caches_section_is_checked_key_by_key(tmp_path: Path) -> None:
+    path = tmp_path / CONFIG_NAME
+    path.write_text(
+        "[caches]\n"
+        'enable = "yes"\n'
+        'kinds = ["jax"]\n'
+        'paths = { triton = "missing", tpu = "x", ptx = 3 }\n'
+        'max_size = "lots"\n'
+        "colour = 1\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    message = caught.value.message
+    for expected in (
+        f"{path}: caches.enable: must be true or false",
+        f"{path}: caches.kinds: 'jax' is no cache kind",
+        f"{path}: caches.paths.triton: path 'missing' does not exist",
+        f"{path}: caches.paths.tpu: is no cache kind",
+        f"{path}: caches.paths.ptx: must be a string",
+        f"{path}: caches.max_size: must be a size",
+        f"{path}: caches.colour: unknown key",
+    ):
+        assert expected in message, (expected, message)

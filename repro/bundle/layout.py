@@ -32,6 +32,7 @@ PACK_REPORT = "env/pack-report.json"
 SBOM = "env/sbom.cdx.json"
 WHEELS = "env/wheels"
 KERNELS_TOML = "env/kernels.toml"  # every shared object's GPU code, the kernel sources
+CACHES_TOML = "env/caches.toml"  # the compile caches carried, each with the key it is valid for
 
 # -- patches/: the hand patches to site-packages ---------------------------------------
 PATCHES = "patches"
@@ -48,6 +49,7 @@ MODELS = "models"
 FILES = "files"
 TOOL_WHEELS = "tool/wheels"
 KERNELS = "kernels"  # kernels/<dist>/: the source tree of a distribution built here
+CACHES = "caches"  # caches/<kind>/: a compile cache (Triton, TorchInductor, ...) as it was
 
 # The manifest and its signature close an archive; the SBOM describes every other
 # member by digest, so it is written after them and before the manifest.
@@ -104,6 +106,12 @@ def kernel_source(dist: str, rel: str = "") -> str:
     """A file of `dist`'s carried source tree (`rel` relative to its root); the tree's
     prefix when `rel` is empty."""
     return f"{KERNELS}/{dist}/{rel}"
+
+
+def cache_file(kind: str, rel: str = "") -> str:
+    """A file of the compile cache of `kind` (`rel` relative to the cache's directory);
+    the cache's prefix when `rel` is empty."""
+    return f"{CACHES}/{kind}/{rel}"
 
 
 def under(section: str) -> str:

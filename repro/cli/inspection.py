@@ -222,6 +222,8 @@ def _table(report: InspectReport) -> Table:
         )
     row("models", "\n".join(models) or "none")
     row("files", "\n".join(f"{path} ({size} bytes)" for path, size in report.files) or "none")
+    if report.caches:
+        row("compile caches", "\n".join(cache.describe() for cache in report.caches))
     table.add_row("manifest", _verdict(report))
     return table
 

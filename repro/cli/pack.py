@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from repro.bundle.caches import parse_size
 from repro.cli._common import (
     JOBS_DEFAULT,
     PYTHON,
@@ -133,6 +134,19 @@ Exit codes:
     "(an earlier bundle of this name: an archive, an http(s) or file:// URL, or a "
     "directory), with the full manifest and OLD's identity (docs/upgrade.md).",
 )
+@click.option(
+    "--caches",
+    is_flag=True,
+    help="Carry the engine's compile caches (Triton, TorchInductor, vLLM, FlashInfer, PTX) "
+    "under caches/<kind>/, each with the key it is valid for (docs/caches.md; repro.toml "
+    "[caches]).",
+)
+@click.option(
+    "--caches-max-size",
+    metavar="SIZE",
+    help="Bound the caches together (bytes, 500M, 2GiB): a cache that would pass it is left "
+    "out with a line. Implies --caches.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @verbosity_options
 def pack_command(
@@ -156,6 +170,8 @@ def pack_command(
     gpus: tuple[str, ...],
     require_gpus: tuple[str, ...],
     base: str | None,
+    caches: bool,
+    caches_max_size: str | None,
     as_json: bool,
     quiet: bool,
     verbose: bool,
@@ -170,6 +186,13 @@ def pack_command(
     to_stdout = output == "-"
     if to_stdout and as_json:
         raise click.UsageError("--json and -o - both want stdout")
+    max_size = None
+    if caches_max_size is not None:
+        max_size = parse_size(caches_max_size)
+        if max_size is None:
+            raise click.UsageError(
+                f"--caches-max-size {caches_max_size!r} is not a size (bytes, 500M, 2GiB)"
+            )
     options = PackOptions(
         source=source,
         python=python,
@@ -192,6 +215,8 @@ def pack_command(
         base=base,
         gpus=parse_gpus(gpus),
         require_gpus=parse_gpus(require_gpus),
+        caches=caches or max_size is not None,
+        caches_max_size=max_size,
     )
 
     def progress(message: str) -> None:
@@ -237,6 +262,8 @@ def _summary(
     table.add_row("files", str(len(result.files)))
     if result.kernel_sources:
         table.add_row("kernel sources", escape("\n".join(result.kernel_sources)))
+    if result.caches:
+        table.add_row("compile caches", escape("\n".join(result.caches)))
     if not quiet:
         console.print(table)
     for warning in result.warnings:

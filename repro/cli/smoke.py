@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -156,6 +157,12 @@ def smoke_command(
             models=models,
         )
         spec = spec_from_options(options)
+        restored_home = home or _kept_home(bundle)
+        if spec.launch is not None and restored_home is not None:
+            # the restored compile caches, as the rendered units read them
+            from repro.install.smoke import with_cache_environment
+
+            spec = replace(spec, launch=with_cache_environment(spec.launch, restored_home))
         console = diagnostic_console()
         report = run_ladder(
             spec, on_rung=lambda result: None if quiet else _render_rung(console, result)
@@ -169,6 +176,16 @@ def smoke_command(
             "smoke: nothing was checked: every selected rung was skipped", markup=False
         )
     return EXIT_OK if report.ok else EXIT_SMOKE
+
+
+def _kept_home(bundle: str | None) -> Path | None:
+    """TARGET for a bundle given as TARGET/.repro/bundle (the one unpack keeps)."""
+    if bundle is None:
+        return None
+    path = Path(bundle)
+    if path.name == "bundle" and path.parent.name == ".repro" and path.is_dir():
+        return path.parent.parent.absolute()
+    return None
 
 
 def _finite(value: float | None) -> float | None:

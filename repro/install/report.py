@@ -30,7 +30,9 @@ StepStatus = Literal["done", "skipped", "failed", "already done"]
 REPORT = "unpack-report.json"
 # Steps that write into the target, recorded as started before they run, so that a rerun
 # finds what a cut-short one left (models only reads; smoke writes only its logs).
-UNDONE_WHEN_CUT_SHORT = frozenset({"venv", "install", "kernels", "patch", "workspace", "services"})
+UNDONE_WHEN_CUT_SHORT = frozenset(
+    {"venv", "install", "kernels", "patch", "workspace", "caches", "services"}
+)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from repro.bundle import layout
 from repro.bundle.info import BundleInfo
+from repro.install.deploy.caches import cache_environment
 from repro.ladder import (
     LadderReport,
     LaunchSpec,
@@ -81,6 +82,15 @@ def with_unit_credentials(launch: LaunchSpec, info: BundleInfo, home: Path) -> L
     return replace(launch, argv=argv, env=env)
 
 
+def with_cache_environment(launch: LaunchSpec, home: Path) -> LaunchSpec:
+    """The restored compile caches' variables (TARGET/cache/caches.env), as the rendered
+    units read them last: the server rung starts the engine on the restored caches."""
+    restored = cache_environment(home)
+    if not restored:
+        return launch
+    return replace(launch, env={**launch.env, **restored})
+
+
 def ladder_step(
     *,
     cpu: bool,
@@ -105,8 +115,9 @@ def ladder_step(
         )
         spec = replace(spec, unready_models=unready)
         if spec.launch is not None and "REPRO_HOME" in variables:
-            launch = with_unit_credentials(spec.launch, info, Path(variables["REPRO_HOME"]))
-            spec = replace(spec, launch=launch)
+            home = Path(variables["REPRO_HOME"])
+            launch = with_unit_credentials(spec.launch, info, home)
+            spec = replace(spec, launch=with_cache_environment(launch, home))
         report = run_ladder(spec, on_rung=on_rung)
         return SmokeResult(passed=report.ok, summary=verdict(report.results), ladder=report)
 

@@ -1,11 +1,11 @@
 """Unpack's stages after the bundle verified, each a function of frozen inputs.
 
-preflight -> (dry run: plan) -> venv -> install -> patch -> workspace -> services ->
-models -> smoke, each named as the unpack step it runs. Each stage returns what it did
-as a frozen `StageResult` (or, the preflight, its report); `repro.install.unpack` runs
-them in order under the target's lock and records each (repro.install.report). A stage
-tells its caller what it is doing through `StageInputs.events`; it never touches the
-report or state.toml.
+preflight -> (dry run: plan) -> venv -> install -> kernels -> patch -> workspace ->
+caches -> services -> models -> smoke, each named as the unpack step it runs. Each stage
+returns what it did as a frozen `StageResult` (or, the preflight, its report);
+`repro.install.unpack` runs them in order under the target's lock and records each
+(repro.install.report). A stage tells its caller what it is doing through
+`StageInputs.events`; it never touches the report or state.toml.
 
 Over 400 lines on purpose: every stage is here, so their order and what each hands the
 next read top to bottom; the work of each lives in its own module (installer,
@@ -30,6 +30,7 @@ from repro.errors import InstallError, PreflightError, SmokeError, UsageError
 from repro.gpu.arch import sm_name
 from repro.gpu.info import GpuInventory, query_gpus
 from repro.hashing import sha256_file
+from repro.install.deploy.caches import carried_caches, restore_caches, target_facts
 from repro.install.deploy.models import ModelCheck, check_models, model_placements
 from repro.install.deploy.restore import (
     models_dir,
@@ -190,6 +191,7 @@ def preflight(
         home=target,
         models=models_dir(target, options.models),
         placed=placements(info, options, target),
+        caches=bool(carried_caches(bundle_dir)),
     )
     if options.install_units and not options.no_exec:
         names = check_units(bundle_dir, where=info.top_dir)
@@ -518,9 +520,30 @@ def workspace(inputs: StageInputs) -> StageResult:
     )
 
 
-def services(inputs: StageInputs) -> StageResult:
+def caches(inputs: StageInputs) -> StageResult:
+    """The bundle's compile caches whose key holds on this box, restored under
+    TARGET/cache/ (repro.install.deploy.caches); each other one left out with the line
+    that says which part of its key differs. --no-exec: the venv's versions are read
+    from its files, which runs nothing of it."""
+    carried = carried_caches(inputs.kept)
+    if not carried:
+        return StageResult("the bundle carries no compile cache", {"caches": {}})
+    here = target_facts(inputs.interpreter, query_gpus(), cpu=inputs.options.cpu)
+    outcomes = restore_caches(inputs.kept, inputs.target, here, carried)
+    for outcome in outcomes:
+        inputs.events("caches", "restored" if outcome.restored else "left out", outcome.line)
+    restored = [o.kind for o in outcomes if o.restored]
+    detail = "\n".join(o.line for o in outcomes)
+    return StageResult(
+        detail,
+        {"caches": {o.kind: o.to_facts() for o in outcomes}, "restored": restored},
+    )
+
+
+def services(inputs: StageInputs, *, caches: bool = False) -> StageResult:
     """The units rendered into TARGET/services; with --install-units also installed,
-    each command printed first (--no-exec: printed only)."""
+    each command printed first (--no-exec: printed only). `caches`: the caches step
+    restored some, and the units read their variables."""
     target, options = inputs.target, inputs.options
     placed = placements(inputs.info, options, target)
     rendered = render_units(
@@ -530,6 +553,7 @@ def services(inputs: StageInputs) -> StageResult:
         home=target,
         models=models_dir(target, options.models),
         placed=placed,
+        caches=caches,
     )
     detail = f"{len(rendered)} unit(s) rendered into {layout.at(target, layout.SERVICES)}"
     installed: Mapping[str, object] = {}

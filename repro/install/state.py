@@ -32,6 +32,7 @@ STEPS = (
     "kernels",
     "patch",
     "workspace",
+    "caches",
     "services",
     "models",
     "smoke",

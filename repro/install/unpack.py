@@ -1,7 +1,7 @@
 """`repro unpack`: rebuild a bundle's environment on this box, verified and resumable.
 
 Stages: verify (repro.install.read.bundle) -> preflight -> venv -> install -> kernels -> patch ->
-workspace -> units -> models -> ladder (repro.install.stages) -> report
+workspace -> caches -> units -> models -> ladder (repro.install.stages) -> report
 (repro.install.report). Nothing outside a staging directory is written until the
 bundle has verified and the preflight has passed. Each finished step is recorded in
 TARGET/.repro/state.toml, so a rerun continues where a failed or killed run
@@ -262,7 +262,8 @@ def _upgrade_locked(
 ) -> UnpackReport:
     old = load_state(target)
     assert old is not None
-    unfinished = [s for s in STEPS[1:-1] if not old.is_done(s)]
+    # "caches" is newer than some targets' state.toml: one without it is finished
+    unfinished = [s for s in STEPS[1:-1] if not old.is_done(s) and s != "caches"]
     if unfinished:
         raise UsageError(
             f"{target} holds {old.bundle.name} {old.bundle.version}, whose unpack did not "
@@ -452,7 +453,8 @@ def _run_stages(
         stage("kernels", lambda: stages.kernels(inputs))
         stage("patch", lambda: stages.patch(inputs))
         stage("workspace", lambda: stages.workspace(inputs))
-        stage("services", lambda: stages.services(inputs))
+        stage("caches", lambda: stages.caches(inputs))
+        stage("services", lambda: stages.services(inputs, caches=_restored_caches(run)))
         secrets_needed = tuple(required_secrets(inputs.kept, target))
         run.report = replace(run.report, secrets=secrets_needed)
         _say_secrets(run.events, secrets_needed)
@@ -477,6 +479,12 @@ def _run_stages(
         raise error from exc
     run.save()
     return run.report
+
+
+def _restored_caches(run: StepRecorder) -> bool:
+    """Whether the caches step (this run's or an earlier one's) restored any."""
+    restored = run.state.facts.get("caches", {}).get("restored", [])
+    return bool(restored)
 
 
 def _seeded(run: StepRecorder) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from repro.bundle.manifest import ProgressSink
 from repro.errors import NotAsRecorded
 from repro.snapshot.stages import (
+    caches,
     delta,
     kernels,
     kernelsources,
@@ -108,6 +109,7 @@ def _pack(
         audited = kernels.audit(start, facts, sources=carried.sources, say=say)
         vaulted = vaulting.plan(start, env, selected, scanned.report, patched.carriers, target, say)
         parts = workspace_stage.gather(start, facts, env, say)
+        cached = caches.gather(start, facts, parts.units, say)
         locked = locks.locks(start, probed, env, selected, vaulted)
         assembled = members.assemble(
             start,
@@ -118,6 +120,7 @@ def _pack(
             (patched, vaulted, locked, parts),
             kernels=audited,
             sources=carried,
+            caches=cached,
             temp=temp,
             say=say,
             base=(base.ref, base.info.created) if base is not None else None,
@@ -131,7 +134,13 @@ def _pack(
         cache.commit()
     stages = (patched, vaulted, parts, assembled)
     return report.result(
-        start.options, target, len(facts.distributions), stages, size, sources=carried
+        start.options,
+        target,
+        len(facts.distributions),
+        stages,
+        size,
+        sources=carried,
+        caches=cached,
     )
 
 

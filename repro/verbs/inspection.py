@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from repro.archive.reader import iter_members
 from repro.bundle import layout
+from repro.bundle.caches import CarriedCache, describe_key, load_caches
 from repro.bundle.environment import EnvironmentFacts, ModuleProbe
 from repro.bundle.info import ModelRef
 from repro.bundle.limits import PARSED_LIMIT
@@ -59,6 +60,7 @@ class InspectReport:
     files: tuple[tuple[str, int], ...]  # files/ members and their sizes
     # how pack learnt about torch & co.: "import"ed them, read their "files", None: no record
     modules_probed: ModuleProbe | None = None
+    caches: tuple[CarriedCache, ...] = ()  # env/caches.toml: the compile caches and keys
 
     @property
     def verified(self) -> bool:
@@ -100,11 +102,27 @@ class InspectReport:
             "unit_files": list(self.unit_files),
             "models": [_model_json(m) for m in self.models],
             "files": [{"path": path, "size": size} for path, size in self.files],
+            "caches": [_cache_json(c) for c in self.caches],
             "members": len(view.members) + (0 if view.manifest_problem else 1),
             "verified": self.verified,
             "manifest_problem": view.manifest_problem,
             "check": check,
         }
+
+
+def _cache_json(cache: CarriedCache) -> dict[str, Any]:
+    key: dict[str, object] = {part: cache.key.part(part) for part in cache.spec.parts}
+    key["capability"] = list(cache.key.capability)
+    return {
+        "kind": cache.kind,
+        "variable": cache.spec.variable,
+        "source": cache.source,
+        "files": cache.files,
+        "size": cache.size,
+        "key": key,
+        "key_described": describe_key(cache.spec, cache.key),
+        "from_metadata": list(cache.from_metadata),
+    }
 
 
 def _model_json(model: ModelRef) -> dict[str, Any]:
@@ -147,7 +165,13 @@ def inspect_view(view: BundleView) -> InspectReport:
         unit_files=unit_files,
         files=files,
         modules_probed=_modules_probed(view.facts),
+        caches=_caches(view),
     )
+
+
+def _caches(view: BundleView) -> tuple[CarriedCache, ...]:
+    data = view.contents.get(layout.CACHES_TOML)
+    return load_caches(data, source=layout.CACHES_TOML) if data is not None else ()
 
 
 def _modules_probed(facts: EnvironmentFacts | None) -> ModuleProbe | None:

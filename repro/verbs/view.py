@@ -60,6 +60,7 @@ PARSED = frozenset(
         layout.REQUIREMENTS_LOCK,
         layout.PYLOCK,
         layout.PACK_REPORT,
+        layout.CACHES_TOML,
     }
 )
 _PATCH_TEXTS = layout.under(PATCHES)

@@ -375,6 +375,8 @@ POINTS = [
     _started("workspace"),
     _within("workspace", "workspace started", 0.5),
     Point("workspace-done", event="workspace done"),
+    _started("caches"),
+    Point("caches-done", event="caches done"),
     _started("services"),
     Point("services-done", event="services done"),
     Point("models-started", event="models started"),

@@ -269,6 +269,7 @@ def test_online_install_pins_every_dist_and_applies_patches(
         "kernels",
         "patch",
         "workspace",
+        "caches",
         "services",
         "models",
         "smoke",
@@ -290,6 +291,7 @@ def test_online_install_pins_every_dist_and_applies_patches(
         "kernels",
         "patch",
         "workspace",
+        "caches",
         "services",
         "models",
     ]
@@ -796,6 +798,7 @@ def test_dry_run_json_says_which_steps_a_real_run_would_do(
         "kernels",
         "patch",
         "workspace",
+        "caches",
         "services",
         "models",
     ]

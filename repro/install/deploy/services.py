@@ -15,6 +15,7 @@ from pathlib import Path
 
 from repro.bundle import layout
 from repro.errors import InstallError
+from repro.install.deploy.caches import ENV_FILE_TEMPLATE
 from repro.install.transaction.atomic import write_if_changed
 from repro.units.command import unit_commands
 from repro.units.dropin import required_names, unset_names
@@ -113,6 +114,28 @@ def _point_env_file(text: str, name: str, dest: Path, *, source: str) -> str:
     return "".join(out)
 
 
+def with_cache_environment(text: str, *, source: str) -> str:
+    """`text` (a unit's template) with `EnvironmentFile=` of the restored compile caches'
+    variables (TARGET/cache/caches.env) as the last line of its [Service]: systemd reads
+    environment files after Environment= and in order, so the restored caches win over
+    whatever the unit set for the same variables on the source."""
+    lines = unit_lines(text, source=source)
+    last = max(
+        (i for i, line in enumerate(lines) if line.section == "Service" and line.kind != "blank"),
+        default=None,
+    )
+    if last is None:
+        return text
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        out.extend(line.raw)
+        if index == last:
+            if out and not out[-1].endswith("\n"):
+                out[-1] += "\n"
+            out.append(f"EnvironmentFile={ENV_FILE_TEMPLATE}\n")
+    return "".join(out)
+
+
 _ALIAS_KEYS = ("Alias", "DefaultInstance")  # [Install]: names the unit is enabled as
 
 
@@ -170,12 +193,14 @@ def _render_texts(
     home: Path,
     models: Path | None,
     placed: Mapping[str, str] | None = None,
+    caches: bool = False,
 ) -> list[_UnitText]:
     """Every unit and environment file with the target's paths, escaped and read back
     (repro.units.render); reads only, so a path systemd would read otherwise is refused
     before anything is written. `placed`: each found model's unit text and the place
     where it was found (repro.install.deploy.models.model_placements), which the unit
-    names instead."""
+    names instead. `caches`: each unit reads the restored caches' variables last
+    (`with_cache_environment`)."""
     source = layout.at(bundle, layout.SERVICES)
     if not source.is_dir():
         return []
@@ -188,7 +213,10 @@ def _render_texts(
     for unit in sorted(p for p in source.iterdir() if p.is_file()):
         member = layout.unit(unit.name)
         validate_unit_name(unit.name, source=member)
-        text = render_unit_text(_read(unit, member), values, source=member)
+        template = _read(unit, member)
+        if caches:
+            template = with_cache_environment(template, source=member)
+        text = render_unit_text(template, values, source=member)
         env_dir = source / f"{unit.name}.d"
         env_files: list[tuple[Path, str]] = []
         for env_file in sorted(env_dir.iterdir()) if env_dir.is_dir() else ():
@@ -209,10 +237,11 @@ def check_rendering(
     home: Path,
     models: Path | None,
     placed: Mapping[str, str] | None = None,
+    caches: bool = False,
 ) -> None:
     """Refuse (exit 2), before anything is written, a target whose paths cannot be
     written into the bundle's units as systemd would read them back."""
-    _render_texts(bundle, target, venv=venv, home=home, models=models, placed=placed)
+    _render_texts(bundle, target, venv=venv, home=home, models=models, placed=placed, caches=caches)
 
 
 def render_units(
@@ -223,13 +252,17 @@ def render_units(
     home: Path,
     models: Path | None,
     placed: Mapping[str, str] | None = None,
+    caches: bool = False,
 ) -> list[RenderedUnit]:
     """The bundle's units and their environment files written under TARGET/services
     with the target's paths (each found model at the place where it was found); a
-    value the operator set in an environment file is kept. A file that already holds
-    what it would be written with is left untouched (a rerun, an upgrade in place)."""
+    value the operator set in an environment file is kept; `caches`: the units read
+    the restored compile caches' variables. A file that already holds what it would be
+    written with is left untouched (a rerun, an upgrade in place)."""
     rendered: list[RenderedUnit] = []
-    texts = _render_texts(bundle, target, venv=venv, home=home, models=models, placed=placed)
+    texts = _render_texts(
+        bundle, target, venv=venv, home=home, models=models, placed=placed, caches=caches
+    )
     for unit in texts:
         for dest, content in unit.env_files:
             if dest.is_file():

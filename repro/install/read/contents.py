@@ -20,13 +20,15 @@ from repro.bundle.lock import read_requirements_lock
 from repro.bundle.patchset import load_patchset
 from repro.bundle.vault import VaultEntry, load_vault
 from repro.errors import BundleFormatError, InputError
+from repro.install.deploy.caches import carried_caches
 from repro.install.deploy.services import check_units
 from repro.install.venv.sources import check_lock_options
 
 
 def check_bundle_contents(bundle_dir: Path, where: str) -> None:
     """Every file the later steps act on is parsed now, while nothing is written yet:
-    the lock, patches.toml (paths inside site-packages) and the unit names."""
+    the lock, patches.toml (paths inside site-packages), env/caches.toml and the unit
+    names."""
     lock = layout.at(bundle_dir, layout.REQUIREMENTS_LOCK)
     if lock.is_file():
         try:
@@ -39,6 +41,7 @@ def check_bundle_contents(bundle_dir: Path, where: str) -> None:
         load_patchset(patches.read_bytes(), source=f"{where}: {layout.PATCHES_TOML}")
     custom_vault_wheels(bundle_dir)
     kernel_audit(bundle_dir)
+    carried_caches(bundle_dir)
     pack_facts(bundle_dir)
     check_units(bundle_dir, where=where)
 

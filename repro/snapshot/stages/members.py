@@ -30,6 +30,7 @@ from repro.snapshot.facts.requirements import UnmetRequirement, describe_unmet
 from repro.snapshot.scan.compare import ScanReport
 from repro.snapshot.scan.patches import CollectedPatch
 from repro.snapshot.stages import info as info_stage
+from repro.snapshot.stages.caches import Caches
 from repro.snapshot.stages.kernels import Kernels
 from repro.snapshot.stages.kernelsources import KernelSources
 from repro.snapshot.stages.locks import Locks
@@ -73,6 +74,7 @@ def assemble(
     *,
     kernels: Kernels,
     sources: KernelSources,
+    caches: Caches | None = None,
     temp: Path,
     say: Progress,
     base: tuple[BaseRef, str] | None = None,
@@ -86,6 +88,8 @@ def assemble(
     warnings = [*patched.warnings, *vaulted.warnings, *workspace.warnings, *locks.warnings]
     warnings += kernels.warnings
     warnings += sources.warnings
+    caches = caches or Caches()
+    warnings += caches.warnings
     unmet = env.unmet.result()
     unmet_warning = describe_unmet(unmet)
     if unmet_warning is not None:
@@ -102,6 +106,8 @@ def assemble(
     _add_patches(members, patched.patches)
     _add_workspace(members, workspace, start.options.source)
     _add_kernel_sources(members, sources)
+    for rel, content in caches.members().items():
+        members.add(rel, content)
 
     source_mtime = members.newest_mtime(generated=(temp, start.cache_dir))
     epoch = source_date_epoch(default=max(source_mtime, info_stage.record_mtime(facts)))
@@ -152,7 +158,8 @@ def assemble(
     )
     # A warning may quote what it read (a URL, a unit line): never a credential.
     warnings = sorted({scrub_text(warning, start.secret_values) for warning in warnings})
-    members.add(layout.PACK_REPORT, pack_report(scan, warnings, unmet, workspace.left_out))
+    left_out = (*workspace.left_out, *caches.left_out)
+    members.add(layout.PACK_REPORT, pack_report(scan, warnings, unmet, left_out))
     if start.options.sbom:
         _add_sbom(members)
     return Assembled(members, info, epoch, locks.fill, tuple(warnings), unmet)

@@ -49,6 +49,10 @@ class PackOptions:
     require_gpus: tuple[GpuTarget, ...] = ()
     # --base: the bundle (archive, URL, directory) a delta is packed against; None: full
     base: str | None = None
+    # --caches: carry the engine's compile caches (docs/caches.md); None for the size:
+    # repro.toml's [caches] max_size, else no bound
+    caches: bool = False
+    caches_max_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class PackResult:
     left_out: tuple[str, ...] = ()
     unmet_requirements: tuple[UnmetRequirement, ...] = ()
     kernel_sources: tuple[str, ...] = ()  # one line per carried source tree, with its size
+    caches: tuple[str, ...] = ()  # one line per carried compile cache: size, key
     delta: DeltaSummary | None = None  # packed with --base
 
     def to_json(self) -> dict[str, Any]:
@@ -110,6 +115,7 @@ class PackResult:
             "warnings": list(self.warnings),
             "left_out": list(self.left_out),
             "kernel_sources": list(self.kernel_sources),
+            "caches": list(self.caches),
             "unmet_requirements": [u.to_json() for u in self.unmet_requirements],
             "delta": self.delta.to_json() if self.delta is not None else None,
         }

@@ -15,6 +15,7 @@ from repro.snapshot.workspace.leftout import LeftOut
 from repro.snapshot.write.bundle import Members
 
 if TYPE_CHECKING:
+    from repro.snapshot.stages.caches import Caches
     from repro.snapshot.stages.kernelsources import KernelSources
     from repro.snapshot.stages.scanning import Patched
     from repro.snapshot.stages.vaulting import Vaulted
@@ -65,6 +66,7 @@ def result(
     size: int,
     *,
     sources: KernelSources | None = None,
+    caches: Caches | None = None,
 ) -> PackResult:
     patched, vaulted, workspace, assembled = stages
     return PackResult(
@@ -82,8 +84,11 @@ def result(
         members=len(assembled.members.items) + (2 if options.sign else 1),
         bundle_bytes=size,
         warnings=assembled.warnings,
-        left_out=tuple(item.describe() for item in workspace.left_out),
+        left_out=tuple(
+            item.describe() for item in (*workspace.left_out, *(caches.left_out if caches else ()))
+        ),
         unmet_requirements=assembled.unmet,
         kernel_sources=sources.described() if sources is not None else (),
+        caches=caches.described() if caches is not None else (),
         delta=assembled.delta,
     )
