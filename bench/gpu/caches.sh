@@ -163,3 +163,7 @@ json.dump(summary, open(sys.argv[2], "w"), indent=2)
 print(json.dumps(summary, indent=2))
 PY
 write_times
+# At most 8 files come back from the GPU host: the per-run files travel in one archive.
+(cd "$out" && tar cf details.tar --remove-files smoke-*.json logs-* warmup-server.log \
+    pack.json pack-caches.json unpack.json unpack-caches.json unpack-caches.txt \
+    inspect.json compiled.service 2>/dev/null)
