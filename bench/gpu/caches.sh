@@ -21,6 +21,7 @@
 #
 #   bash bench/gpu/caches.sh OUTDIR          (.whl/ holds repro's wheel, .whl/deps/ its
 #                                             dependencies for the image's Python 3.12)
+#   COMPILE_MODE=max-autotune bash bench/gpu/caches.sh OUTDIR   (kernels benchmarked at compile)
 #   CACHES_CPU=1 REPRO=.venv/bin/repro PYTHON=/path/venv/bin/python WORK=/tmp/cg \
 #     bash bench/gpu/caches.sh OUTDIR      (a dry run on a CPU box: device cpu, --cpu)
 set -u
@@ -29,6 +30,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cpu="${CACHES_CPU:-0}"
 work="${WORK:-/data}"
 python="${PYTHON:-python3}"
+mode="${COMPILE_MODE:-default}"  # torch.compile mode of the server (max-autotune: as engines)
+# shellcheck source=_roundtrip.sh source-path=SCRIPTDIR
 source "$root/bench/gpu/_roundtrip.sh"
 VENV="$("$python" -c 'import sys; print(sys.prefix)')"
 
@@ -71,11 +74,11 @@ Description=a torch.compile'd model (bench/gpu/caches.sh)
 [Service]
 Environment=HF_HUB_OFFLINE=1
 Environment=TRITON_CACHE_DIR=$ws/cache/triton TORCHINDUCTOR_CACHE_DIR=$ws/cache/inductor
-ExecStart=$VENV/bin/python $ws/serve.py --model $models/tiny --port 8012 --device $device
+ExecStart=$VENV/bin/python $ws/serve.py --model $models/tiny --port 8012 --device $device --mode $mode
 EOF
 t=$(now)
 env -u PYTHONPATH TRITON_CACHE_DIR="$ws/cache/triton" TORCHINDUCTOR_CACHE_DIR="$ws/cache/inductor" \
-    timeout 300 "$python" "$ws/serve.py" --model "$models/tiny" --port 8012 --device "$device" \
+    timeout 300 "$python" "$ws/serve.py" --model "$models/tiny" --port 8012 --device "$device" --mode "$mode" \
     > "$out/warmup-server.log" 2>&1 &
 server=$!
 until grep -q "listening on" "$out/warmup-server.log" 2>/dev/null; do

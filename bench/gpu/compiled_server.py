@@ -1,7 +1,7 @@
 """A minimal OpenAI-style server of a `torch.compile`d model: the workspace's own engine
 for bench/gpu/caches.sh (standard library, torch and transformers only).
 
-    python compiled_server.py --model DIR --port 8012 [--device cuda:0] [--window 32]
+    python compiled_server.py --model DIR --port 8012 [--device cuda:0] [--window 32] [--mode M]
 
 At start it loads the model (a tiny random Llama, tests/support/make_tiny_llama.py),
 compiles its forward with `torch.compile` on a fixed shape (the last `--window` tokens,
@@ -30,6 +30,9 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8012)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--window", type=int, default=32)
+    # torch.compile's mode: "max-autotune" benchmarks kernel choices (and captures CUDA
+    # graphs where it can), as serving engines compile; its results live in the caches
+    parser.add_argument("--mode", default="default")
     args = parser.parse_args()
 
     import threading
@@ -48,7 +51,7 @@ def main() -> int:
     def logits(ids: Any) -> Any:
         return model(input_ids=ids, use_cache=False).logits[:, -1, :]
 
-    compiled = torch.compile(logits)
+    compiled = torch.compile(logits, mode=None if args.mode == "default" else args.mode)
     window = args.window
 
     def next_id(so_far: list[int]) -> int:
