@@ -63,6 +63,8 @@ CONTENDERS = {
         "repro pack -o - piped into repro unpack -",
         "tar cf - piped into tar xf -",
         "the same, up to the install (unpack - --dry-run)",
+        "repro pack -o - into /dev/null",
+        "cat bundle piped into repro unpack -",
     ],
     "scaling-pack": [
         "repro pack --wheels all --rehash 1x",
@@ -175,6 +177,8 @@ def test_harness_smoke_small(tmp_path: Path) -> None:
     assert [(r["a"], r["b"]) for r in roundtrip] == [
         (report.ROUNDTRIP, report.TAR_ROUNDTRIP),
         (report.ROUNDTRIP_STAGED, report.TAR_ROUNDTRIP),
+        (report.STREAM_PACK, report.ROUNDTRIP),
+        (report.STREAM_UNPACK, report.ROUNDTRIP),
     ]
     assert all(r["median"] > 0 for r in roundtrip)
     disk = small["groups"]["unpack"]["disk"]
