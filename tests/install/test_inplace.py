@@ -283,6 +283,9 @@ def test_apply_upgrade_touches_only_the_plan_and_keeps_it_first(
     assert applied.removed_files == len([r for r in six_old | tomli_old if r in u.files]), (
         "every installed file of six and tomli moved"
     )
+    # the files the two wheels wrote, each one's RECORD aside
+    written = [u.site / f"{d}.dist-info" for d in ("six-1.17.0", "iniconfig-2.0.0")]
+    assert applied.installed_files == sum(len(read_dist_record(d)) - 1 for d in written)
 
     # every file replaced or removed is in the release as it was; the others untouched
     touched = _check_release_holds_what_was_touched(u)
