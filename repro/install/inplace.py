@@ -70,7 +70,7 @@ class Applied:
     installer: Installer | None  # None: no wheel to install
     distributions: int
     removed_files: int
-    installed_files: int
+    installed_files: int  # written by the vault installer, RECORDs aside; 0 for uv, pip
     seconds: float
 
 
@@ -217,7 +217,7 @@ def apply_upgrade(
             result = install_from_vault(
                 interpreter, choice.wheels, vault_hashes(kept), jobs=jobs, drop=not keep_bundle
             )
-            installed_files = len(result.installed)
+            installed_files = sum(one.files for one in result.installed)
             used = "vault"
         else:
             sources = package_sources(new_lock, vault=vault, offline=offline, where=str(kept))
