@@ -98,6 +98,15 @@ def compile_outcome(log: str) -> str:
     return found[0] if found else "none"
 
 
+def load_failure(log: str) -> str | None:
+    """vLLM's reason for compiling again where loading the cache failed (its line's
+    text after `reason: `), or None."""
+    for line in log.splitlines():
+        if COMPILE_MARKS["load failed"] in line:
+            return line.split("reason: ", 1)[-1].strip()
+    return None
+
+
 @dataclass(frozen=True)
 class Served:
     """One unpack's way to the first token, read from its report."""
@@ -148,6 +157,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "median_ttft_s": median("ttft_s"),
         "median_unpack_wall_s": median("wall_s"),
         "compile": [run["compile"] for run in runs],
+        "load_failures": sorted({run["load_failure"] for run in runs if run.get("load_failure")}),
     }
 
 
@@ -192,6 +202,9 @@ def markdown(result: dict[str, Any]) -> str:
             f"{', '.join(side['compile'])} |"
         )
     rows.append("")
+    for name, side in result["sides"].items():
+        for reason in side.get("load_failures", []):
+            rows.append(f"- {name}: vLLM did not load the cache and compiled again: {reason}")
     ratio = result.get("ratio")
     if ratio is not None:
         rows.append(
@@ -274,6 +287,7 @@ def _unpack(bundle: Path, target: Path, models: Path, env: dict[str, str]) -> di
             "ttft_s": run.ttft_s,
             "first_token_s": round(run.first_token_s, 3),
             "compile": compile_outcome(log),
+            "load_failure": load_failure(log),
             "caches_env": (target / "cache" / "caches.env").exists(),
         }
     finally:

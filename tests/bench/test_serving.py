@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from bench.serving import WITH, WITHOUT, compile_outcome, markdown, paired, served, summarize
+from bench.serving import (
+    WITH,
+    WITHOUT,
+    compile_outcome,
+    load_failure,
+    markdown,
+    paired,
+    served,
+    summarize,
+)
 
 
 def _report(status: str = "pass", **facts: Any) -> dict[str, Any]:
@@ -60,6 +69,15 @@ def test_what_vllms_log_says_about_its_compile(log: str, outcome: str) -> None:
     assert compile_outcome(log) == outcome
 
 
+def test_the_reason_vllm_gives_for_compiling_again() -> None:
+    log = (
+        "INFO start\n(Worker pid=1) WARNING [decorators.py:333] [backbone] Compiling model "
+        "again due to a load failure from /c/model, reason: Source code has changed\n"
+    )
+    assert load_failure(log) == "Source code has changed"
+    assert load_failure("[backbone] Directly load AOT compilation from path /c") is None
+
+
 def _run(first_token: float, compile: str) -> dict[str, Any]:
     return {
         "wall_s": first_token + 5,
@@ -73,7 +91,8 @@ def _run(first_token: float, compile: str) -> dict[str, Any]:
 
 def test_medians_ratio_and_table() -> None:
     without = [_run(90, "compiled"), _run(80, "compiled"), _run(100, "compiled")]
-    with_ = [_run(60, "loaded"), _run(40, "loaded"), _run(50, "loaded")]
+    with_ = [_run(60, "loaded"), _run(40, "load failed"), _run(50, "loaded")]
+    with_[1]["load_failure"] = "Source code has changed"
     ratio = paired(without, with_)
     assert ratio == {"median": 2.0, "min": 1.5, "max": 2.0}
     result: dict[str, Any] = {
@@ -93,6 +112,7 @@ def test_medians_ratio_and_table() -> None:
     text = markdown(result)
     assert "| with caches | 50.0 |" in text
     assert "**2.0x**" in text
+    assert "- with caches: vLLM did not load the cache and compiled again: Source code" in text
     result |= {"sides": {WITHOUT: summarize(without)}, "ratio": None}
     result["no_caches_reason"] = "the warm-up start logged no compile (none)"
     assert "with caches: not measured: the warm-up start logged no compile" in markdown(result)
