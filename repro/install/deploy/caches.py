@@ -32,6 +32,7 @@ from repro.bundle.caches import (
     CarriedCache,
     cache_kind,
     capabilities,
+    engine_key,
     key_differences,
     load_caches,
 )
@@ -66,9 +67,7 @@ class TargetFacts:
     cuda: str | None  # torch's CUDA runtime
 
     def key(self, kind: CacheKind) -> CacheKey:
-        engine = None
-        if kind.engine is not None and kind.engine in self.versions:
-            engine = f"{kind.engine} {self.versions[kind.engine]}"
+        engine = engine_key(kind, self.versions)
         return CacheKey(
             capability=self.capability,
             torch=self.versions.get("torch"),

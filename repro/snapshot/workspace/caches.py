@@ -40,6 +40,7 @@ from repro.bundle.caches import (
     CarriedCache,
     KeyPart,
     capabilities,
+    engine_key,
 )
 from repro.bundle.environment import EnvironmentFacts
 from repro.snapshot.workspace.files import MAX_SCANNED_BYTES, looks_secret, token_in_code
@@ -90,10 +91,7 @@ def probe_key(facts: EnvironmentFacts, kind: CacheKind) -> CacheKey:
     gpus = facts.nvidia_smi.gpus
     torch_module = next((m for m in facts.modules if m.module == "torch"), None)
     cuda = torch_module.torch.cuda if torch_module and torch_module.torch else None
-    engine = None
-    if kind.engine is not None:
-        dist = facts.distribution(kind.engine)
-        engine = f"{kind.engine} {dist.version}" if dist is not None else None
+    engine = engine_key(kind, {d.normalized_name: d.version for d in facts.distributions})
     key = CacheKey(
         capability=capabilities(g.compute_cap for g in gpus if g.compute_cap),
         torch=_version(facts, "torch"),
