@@ -46,8 +46,6 @@ from tests.support.upgrades import (
     UNIT_NAME,
     OneWheelPair,
     UpgradePair,
-    build_one_wheel_pair,
-    build_upgrade_pair,
     differences,
     ok,
     tree,
@@ -58,19 +56,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> UpgradePair:
-    return build_upgrade_pair(tmp_path_factory.mktemp("inplace-pair"))
-
-
-@pytest.fixture(scope="module")
 def pair_v2(pair: UpgradePair, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """demo 2 of the pair extracted: the member source, as unpack's verified staging."""
     return extract(pair.v2, tmp_path_factory.mktemp("inplace-v2"))
-
-
-@pytest.fixture(scope="module")
-def one_wheel(tmp_path_factory: pytest.TempPathFactory) -> OneWheelPair:
-    return build_one_wheel_pair(tmp_path_factory.mktemp("inplace-one-wheel"))
 
 
 @pytest.fixture(scope="module")

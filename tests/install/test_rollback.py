@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.run import run_repro
-from tests.support.upgrades import UpgradePair, build_upgrade_pair, differences, ok, tree, unpack
+from tests.support.upgrades import UpgradePair, differences, ok, tree, unpack
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> UpgradePair:
-    return build_upgrade_pair(tmp_path_factory.mktemp("rollback-pair"))
 
 
 def _rollback(target: Path, *args: str) -> dict[str, object]:

@@ -27,8 +27,6 @@ from tests.support.upgrades import (
     UNIT_NAME,
     OneWheelPair,
     UpgradePair,
-    build_one_wheel_pair,
-    build_upgrade_pair,
     differences,
     ok,
     tree,
@@ -36,16 +34,6 @@ from tests.support.upgrades import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> UpgradePair:
-    return build_upgrade_pair(tmp_path_factory.mktemp("upgrade-pair"))
-
-
-@pytest.fixture(scope="module")
-def one_wheel(tmp_path_factory: pytest.TempPathFactory) -> OneWheelPair:
-    return build_one_wheel_pair(tmp_path_factory.mktemp("one-wheel"))
 
 
 def _inodes(root: Path) -> dict[str, tuple[int, int]]:
