@@ -44,3 +44,18 @@ def asked_natively(python: Path, code: str, *, with_packaging: bool = False) -> 
         check=True,
     )
     return json.loads(proc.stdout)
+
+
+def bare_venv(python: Path, venv: Path) -> Path:
+    """A venv of `python` without pip at `venv`; its interpreter."""
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin" / "python"
+
+
+def purelib(python: Path) -> Path:
+    """The interpreter's purelib directory, as it says itself (site on)."""
+    return Path(
+        asked_natively(
+            python, "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"
+        )
+    )

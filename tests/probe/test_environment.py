@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from repro.bundle.environment import PROBE_SCHEMA, facts_from_dict
 from repro.interpreter import run_target_script, target_env
-from tests.probe.conftest import asked_natively
+from tests.probe.conftest import asked_natively, bare_venv, purelib
 
 
 def _probe(python: Path, env: dict[str, str], *args: str) -> dict[str, object]:
@@ -23,14 +22,8 @@ def _probe(python: Path, env: dict[str, str], *args: str) -> dict[str, object]:
 
 
 def test_a_venvs_probe(python: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "v"
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
-    vpython = venv / "bin" / "python"
-    site = Path(
-        asked_natively(
-            vpython, "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"
-        )
-    )
+    vpython = bare_venv(python, tmp_path / "v")
+    site = purelib(vpython)
     info = site / "demo_pkg-1.2.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Demo_Pkg\nVersion: 1.2\n")
@@ -71,14 +64,8 @@ def test_a_venvs_probe(python: Path, tmp_path: Path) -> None:
 def test_a_key_module_is_imported_in_a_child_and_a_broken_one_reported(
     python: Path, tmp_path: Path
 ) -> None:
-    venv = tmp_path / "v"
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
-    vpython = venv / "bin" / "python"
-    site = Path(
-        asked_natively(
-            vpython, "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"
-        )
-    )
+    vpython = bare_venv(python, tmp_path / "v")
+    site = purelib(vpython)
     # A distribution named as a key module whose import fails: reported, the probe lives.
     (site / "vllm").mkdir()
     (site / "vllm" / "__init__.py").write_text("raise RuntimeError('broken on purpose')\n")

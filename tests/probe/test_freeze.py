@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from repro.interpreter import run_target_script, target_env
+from tests.probe.conftest import bare_venv
 
 
 def test_the_same_lines_as_pip_freeze(python: Path, tmp_path: Path) -> None:
@@ -30,7 +31,7 @@ def test_the_same_lines_as_pip_freeze(python: Path, tmp_path: Path) -> None:
 
 def test_without_pip_it_says_so(python: Path, tmp_path: Path) -> None:
     venv = tmp_path / "v"
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
+    bare_venv(python, venv)
     proc = run_target_script(venv / "bin" / "python", "freeze.py", timeout=60, site=True)
     assert proc.returncode == 1
     assert "No module named pip" in proc.stderr

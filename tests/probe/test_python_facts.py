@@ -4,11 +4,10 @@ the preflight asks a candidate interpreter, also through a venv's symlinked pyth
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from repro.interpreter import run_target_script
-from tests.probe.conftest import asked_natively
+from tests.probe.conftest import asked_natively, bare_venv
 
 
 def test_the_facts_are_the_interpreters_own(python: Path) -> None:
@@ -25,7 +24,7 @@ def test_the_facts_are_the_interpreters_own(python: Path) -> None:
 
 
 def test_through_a_venv_the_include_is_the_base_interpreters(python: Path, tmp_path: Path) -> None:
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    bare_venv(python, tmp_path / "v")
     proc = run_target_script(tmp_path / "v" / "bin" / "python", "python_facts.py", timeout=60)
     facts = json.loads(proc.stdout)
     assert facts["executable"] == str(tmp_path / "v" / "bin" / "python")

@@ -4,15 +4,15 @@ prefix is set by site.py from its pyvenv.cfg)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from repro.interpreter import run_target_script
+from tests.probe.conftest import bare_venv
 
 
 def test_a_venvs_scheme_is_under_the_venv(python: Path, tmp_path: Path) -> None:
     venv = tmp_path / "v"
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
+    bare_venv(python, venv)
     proc = run_target_script(venv / "bin" / "python", "scheme.py", timeout=60, site=True)
     assert proc.returncode == 0, proc.stderr
     paths = json.loads(proc.stdout)

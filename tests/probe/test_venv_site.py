@@ -4,10 +4,10 @@ without site processing (nothing of site-packages runs, not even a .pth file).""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from repro.interpreter import run_target_script
+from tests.probe.conftest import bare_venv
 
 
 def _answer(python: Path, *args: str) -> object:
@@ -18,7 +18,7 @@ def _answer(python: Path, *args: str) -> object:
 
 def test_a_venv_seen_from_its_python_without_site(python: Path, tmp_path: Path) -> None:
     venv = tmp_path / "v"
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
+    bare_venv(python, venv)
     vpython = venv / "bin" / "python"
     dirs = _answer(vpython, "dirs")
     assert isinstance(dirs, list) and len(dirs) == 1
