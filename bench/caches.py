@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.measure import Contender, alternate, paired_ratio
+from bench.measure import Contender, alternate, paired_ratio, paired_ratios
 from repro.hashing import available_cores
 
 # The model and its first call; writes its timing and the inductor counters as JSON to
@@ -102,16 +102,6 @@ def _repro(*argv: str) -> list[str]:
 def _counters(path: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(path.read_text())
     return document
-
-
-def _ratios(cold: list[float], restored: list[float]) -> dict[str, float]:
-    """Run i of cold over run i of restored: their median and range."""
-    ratios = [c / r for c, r in zip(cold, restored, strict=True) if r > 0]
-    return {
-        "median": round(statistics.median(ratios), 3),
-        "min": round(min(ratios), 3),
-        "max": round(max(ratios), 3),
-    }
 
 
 def _markdown(result: dict[str, Any]) -> str:
@@ -269,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "ratios": {
             "process": paired_ratio(by_name["cold"], by_name["restored"]),
-            "first_call": _ratios(first_calls["cold"], first_calls["restored"]),
+            "first_call": paired_ratios(first_calls["cold"], first_calls["restored"]),
         },
         "restored_hit_every_run": hit_every_run,
         # the warm-up of each (the first start on the restored cache included)

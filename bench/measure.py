@@ -198,7 +198,13 @@ def alternate(
 
 def paired_ratio(a: Series, b: Series) -> dict[str, float]:
     """Run i of A over run i of B, then the median (and range) of those ratios."""
-    ratios = [x / y for x, y in zip(a.seconds, b.seconds, strict=True) if y > 0]
+    return paired_ratios(a.seconds, b.seconds)
+
+
+def paired_ratios(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Value i of `a` over value i of `b` (runs alternated in pairs), then the median
+    (and range) of those ratios."""
+    ratios = [x / y for x, y in zip(a, b, strict=True) if y > 0]
     return {
         "median": round(statistics.median(ratios), 3),
         "min": round(min(ratios), 3),

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.measure import paired_ratios
 from repro.hashing import available_cores
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 
@@ -163,16 +164,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def paired(without: list[dict[str, Any]], with_: list[dict[str, Any]]) -> dict[str, float]:
     """Run i without the caches over run i with them (first token): median and range."""
-    ratios = [
-        a["first_token_s"] / b["first_token_s"]
-        for a, b in zip(without, with_, strict=True)
-        if b["first_token_s"] > 0
-    ]
-    return {
-        "median": round(statistics.median(ratios), 3),
-        "min": round(min(ratios), 3),
-        "max": round(max(ratios), 3),
-    }
+    return paired_ratios([a["first_token_s"] for a in without], [b["first_token_s"] for b in with_])
 
 
 def markdown(result: dict[str, Any]) -> str:
