@@ -136,7 +136,16 @@ def _unpatch(writer: ReleaseWriter, target: Path, site: Path, paths: tuple[str, 
         writer.keep(where.relative_to(target).as_posix(), move=False)
         backup = state_dir / BACKUP / rel
         if record.get("existed"):
-            atomic_write(where, backup.read_bytes(), mode=int(record.get("mode", 0o644)))
+            try:
+                original = backup.read_bytes()
+            except OSError as exc:
+                raise InstallError(
+                    f"{backup}: the original of the patched {rel} is not there to restore "
+                    f"({exc.strerror or exc})",
+                    hint="the target's .repro/backup was changed; unpack the new bundle with "
+                    "--replace at this target, or at a fresh one",
+                ) from exc
+            atomic_write(where, original, mode=int(record.get("mode", 0o644)))
         else:
             atomic_unlink(where) if where.exists() else None
         backup.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ names the release it works on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -381,4 +382,6 @@ def run_rollback(target: Path, names: Iterable[str]) -> None:
         path = releases_dir(target) / name
         if path.exists():
             undo(target, path)
+    with contextlib.suppress(OSError):  # the last release undone: none kept, as unpacked
+        releases_dir(target).rmdir()
     atomic_unlink(target / STATE_DIR / ROLLBACK_JOURNAL)

@@ -365,6 +365,26 @@ def test_a_patch_taken_back_is_restored_to_its_original(
     _undo_is_exact(u)
 
 
+def test_a_patched_files_missing_original_is_named_and_undone(
+    one_wheel: OneWheelPair, one_wheel_delta: Path, tmp_path: Path
+) -> None:
+    """The original a patch entry is taken back to is gone from .repro/backup: an
+    InstallError naming it (not a bare traceback), and the release undoes the rest."""
+    target = tmp_path / "t"
+    u = _begin(
+        one_wheel.v1,
+        one_wheel_delta,
+        target,
+        prepare=lambda: (target / STATE_DIR / "backup" / "six.py").unlink(),
+    )
+    with pytest.raises(InstallError) as caught:
+        u.apply(plan=replace(u.plan, unpatch=("six.py",), repatch=("six.py",)))
+    assert f"{target / STATE_DIR / 'backup' / 'six.py'}: the original of the patched six.py" in (
+        caught.value.message
+    )
+    _undo_is_exact(u)
+
+
 @pytest.mark.parametrize("requested", ["auto", "pip", "uv"])
 def test_a_delta_changes_one_wheel_and_nothing_else(
     one_wheel: OneWheelPair,

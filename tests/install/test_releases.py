@@ -95,6 +95,7 @@ def test_an_upgrade_undone_is_the_target_as_it_was(target: Path) -> None:
     assert snapshot(target) == before
     assert releases.pending_rollback(target) is None
     assert releases.list_releases(target) == []
+    assert not releases.releases_dir(target).exists()  # none kept: as a fresh unpack
 
 
 def test_an_upgrade_cut_short_is_undone(target: Path) -> None:
