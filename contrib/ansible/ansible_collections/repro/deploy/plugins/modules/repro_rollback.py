@@ -109,19 +109,14 @@ rc:
   type: int
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-
-def _message(stderr, rc):
-    """repro's error and hint lines: what the operator acts on."""
-    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
-    for index, line in enumerate(lines):
-        if line.startswith(("error:", "repro: error:")):
-            return "\n".join(lines[index:])
-    return "\n".join(lines[-20:]) or f"repro rollback failed with exit code {rc}"
+from ansible_collections.repro.deploy.plugins.module_utils.repro_cli import (
+    repro_executable,
+    run_repro_json,
+)
 
 
 def _diff(result):
@@ -147,9 +142,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    executable = params["executable"]
-    if os.sep not in executable:
-        executable = module.get_bin_path(executable) or executable
+    executable = repro_executable(module)
     if not os.access(executable, os.X_OK):
         module.fail_json(
             msg=f"repro is not installed on this host ({executable}); a target to roll back "
@@ -168,15 +161,7 @@ def main():
     if module.check_mode:
         argv.append("--dry-run")
     argv += ["--", params["target"], params["version"]]
-    rc, stdout, stderr = module.run_command(argv, environ_update={"NO_COLOR": "1"})
-    if rc != 0:
-        module.fail_json(msg=_message(stderr, rc), rc=rc, stdout=stdout, stderr=stderr)
-    try:
-        result = json.loads(stdout)
-    except ValueError as exc:
-        module.fail_json(
-            msg=f"repro rollback printed no JSON result: {exc}", rc=rc, stdout=stdout, stderr=stderr
-        )
+    rc, result = run_repro_json(module, argv, "rollback", "result")
     changed = bool(result.get("changed"))
     output = dict(
         changed=changed,

@@ -171,10 +171,14 @@ rc:
   type: int
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.repro.deploy.plugins.module_utils.repro_cli import (
+    repro_executable,
+    run_repro_json,
+)
 
 
 def _argv(module, executable):
@@ -205,15 +209,6 @@ def _argv(module, executable):
     if module.check_mode:
         argv.append("--dry-run")
     return [*argv, "--", params["bundle"]]
-
-
-def _message(stderr, rc):
-    """repro's error and hint lines: what the operator acts on (progress lines left out)."""
-    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
-    for index, line in enumerate(lines):
-        if line.startswith(("error:", "repro: error:")):
-            return "\n".join(lines[index:])
-    return "\n".join(lines[-20:]) or f"repro unpack failed with exit code {rc}"
 
 
 def _changes(upgrade):
@@ -282,9 +277,7 @@ def main():
         required_by={"identity": ["allowed_signers"]},
         supports_check_mode=True,
     )
-    executable = module.params["executable"]
-    if os.sep not in executable:
-        executable = module.get_bin_path(executable) or executable
+    executable = repro_executable(module)
     if not os.access(executable, os.X_OK):
         if module.check_mode:
             module.exit_json(
@@ -309,17 +302,7 @@ def main():
             msg=f"the bundle {bundle} is not on this host yet (check mode did not copy it); "
             "a real run would unpack it, no plan without it",
         )
-    rc, stdout, stderr = module.run_command(
-        _argv(module, executable), environ_update={"NO_COLOR": "1"}
-    )
-    if rc != 0:
-        module.fail_json(msg=_message(stderr, rc), rc=rc, stdout=stdout, stderr=stderr)
-    try:
-        report = json.loads(stdout)
-    except ValueError as exc:
-        module.fail_json(
-            msg=f"repro unpack printed no JSON report: {exc}", rc=rc, stdout=stdout, stderr=stderr
-        )
+    rc, report = run_repro_json(module, _argv(module, executable), "unpack", "report")
     upgrade = report.get("upgrade")
     result = dict(
         report=report,
