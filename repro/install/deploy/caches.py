@@ -39,6 +39,7 @@ from repro.bundle.caches import (
 from repro.errors import InstallError
 from repro.gpu.info import GpuInventory
 from repro.gpu.torchversion import TORCH_VERSION_FILE, read_torch_version_file
+from repro.install.transaction.atomic import write_if_changed
 from repro.install.venv.site import read_installed, site_packages_of
 from repro.units.dropin import read_values
 from repro.units.render import render_env_text
@@ -214,10 +215,7 @@ def write_env_file(target: Path, restored: Sequence[CacheOutcome]) -> None:
         ),
     ]
     text = render_env_text("".join(lines), {"REPRO_HOME": str(target)}, source=str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{ENV_FILE}.repro-partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    write_if_changed(path, text.encode("utf-8"))
 
 
 def cache_environment(target: Path) -> dict[str, str]:
