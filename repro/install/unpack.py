@@ -1,7 +1,7 @@
 """`repro unpack`: rebuild a bundle's environment on this box, verified and resumable.
 
 Stages: verify (repro.install.read.bundle) -> preflight -> venv -> install -> kernels -> patch ->
-workspace -> caches -> units -> models -> ladder (repro.install.stages) -> report
+workspace -> caches -> services -> models -> smoke (repro.install.stages) -> report
 (repro.install.report). Nothing outside a staging directory is written until the
 bundle has verified and the preflight has passed. Each finished step is recorded in
 TARGET/.repro/state.toml, so a rerun continues where a failed or killed run
