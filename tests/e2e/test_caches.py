@@ -16,6 +16,7 @@ torch is always the lock's.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import tarfile
 from dataclasses import dataclass
@@ -26,8 +27,15 @@ import pytest
 from repro.bundle.manifesttree import write_manifest
 from tests.snapshot.conftest import PYTHON_311, make_venv, pip
 from tests.support.bundles import archive_tree, member_names, read_member
-from tests.support.caches import compile_once, copy_cache, inductor_cache, make_triton_cache
+from tests.support.caches import (
+    COMPILE_SCRIPT,
+    compile_once,
+    copy_cache,
+    inductor_cache,
+    make_triton_cache,
+)
 from tests.support.doubles.nvidia_smi import fake_nvidia_smi
+from tests.support.freshbox import fresh_box
 from tests.support.run import run_repro
 
 pytestmark = pytest.mark.slow  # real venvs, the real torch, a real compile
@@ -222,3 +230,39 @@ def test_torch_round_trip_hits_the_restored_cache(tmp_path: Path, torch_cpu_pyth
     said = _unpack(other, tmp_path / "t2", "--cpu")
     assert "inductor: left out: torch 2.13.0+cpu here, packed for 2.12.0" in said
     assert not (tmp_path / "t2" / "cache" / "inductor").exists()
+
+
+def test_a_restored_cache_is_hit_on_a_bare_box(tmp_path: Path, torch_cpu_python: Path) -> None:
+    """The fresh box: the bundle alone in an isolated root (the source's paths absent, no
+    network, Debian's own Python 3.11 where the source venv is pyenv's), setup_env.sh
+    then the caches step at another path; the rebuilt venv's torch hits the restored
+    TorchInductor cache there, as the rendered unit points it."""
+    inductor = copy_cache(inductor_cache(torch_cpu_python), tmp_path / "inductor")
+    triton = make_triton_cache(tmp_path / "triton", version=None)
+    workspace = _workspace(tmp_path, inductor, triton, venv=torch_cpu_python.parent.parent)
+    bundle, _ = _pack(workspace, tmp_path / "out", "--caches")
+    shutil.rmtree(inductor)  # only the restored cache can hit
+    box = fresh_box(tmp_path / "box", python="debian-3.11", binds={bundle: "/in/ws-1.tar"})
+    for source_path in (workspace, tmp_path / "inductor", torch_cpu_python):
+        assert box.run(f"test -e {shlex.quote(str(source_path))}").returncode != 0
+    assert box.run("tar xf /in/ws-1.tar", cwd="/box").returncode == 0
+    setup = box.run(
+        ["bash", "/box/ws-1/setup_env.sh", "--target", "/box/srv/ws", "--offline", "--cpu",
+         "--no-smoke", "-v"],
+        timeout=1800,
+    )  # fmt: skip
+    assert setup.returncode == 0, setup.stderr[-3000:]
+    assert "inductor: restored" in setup.stderr
+    assert "triton: left out" in setup.stderr  # a GPU cache on a CPU box
+    env_file = box.host("/box/srv/ws/cache/caches.env").read_text()
+    assert "TORCHINDUCTOR_CACHE_DIR=/box/srv/ws/cache/inductor" in env_file
+    unit = box.host("/box/srv/ws/services/serve.service").read_text()
+    assert "EnvironmentFile=/box/srv/ws/cache/caches.env" in unit
+    warm = box.run(
+        ["/box/srv/ws/venv/bin/python", "-c", COMPILE_SCRIPT],
+        env={"TORCHINDUCTOR_CACHE_DIR": "/box/srv/ws/cache/inductor"},
+        timeout=900,
+    )
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    counters = json.loads(warm.stdout.strip().splitlines()[-1])["inductor"]
+    assert counters.get("fxgraph_cache_hit") == 1 and "fxgraph_cache_miss" not in counters
