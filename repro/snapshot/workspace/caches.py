@@ -138,9 +138,10 @@ def _home(user: str | None) -> tuple[str, Path] | None:
     return entry.pw_name, Path(entry.pw_dir)
 
 
-def default_directory(kind: CacheKind, user: str, home: Path) -> Path:
-    """Where the tool puts its cache when its variable is not set."""
-    text = kind.default.replace("{user}", re.sub(r'[\\/:*?"<>|]', "_", user))
+def default_directory(kind: CacheKind, user: str, home: Path, default: str = "") -> Path:
+    """Where the tool puts its cache when its variable is not set (`default`: another
+    of `kind.defaults` than the first)."""
+    text = (default or kind.default).replace("{user}", re.sub(r'[\\/:*?"<>|]', "_", user))
     path = home / text[2:] if text.startswith("~/") else home if text == "~" else Path(text)
     return path / kind.subdir if kind.subdir else path
 
@@ -159,18 +160,19 @@ def locate(
     for unit in units:
         environment, user = _unit_environment(unit)
         users.append(user)
-        value = environment.get(kind.variable)
-        if not value:
+        variable = next((v for v in kind.variables if environment.get(v)), None)
+        if variable is None:
             continue
+        value = environment[variable]
         if not value.startswith("/"):
             warnings.append(
-                f"{unit.name}: {kind.variable}={value} is not an absolute path; "
+                f"{unit.name}: {variable}={value} is not an absolute path; "
                 f"its {kind.name} cache is not looked for"
             )
             continue
         base = Path(os.path.normpath(value))
         directory = base / kind.subdir if kind.subdir else base
-        named.append(Location(directory, f"{kind.variable} of {unit.name}"))
+        named.append(Location(directory, f"{variable} of {unit.name}"))
     if named:
         for other in named[1:]:
             if other.directory != named[0].directory:
@@ -187,9 +189,10 @@ def locate(
             )
             continue
         name, home = found
-        directory = default_directory(kind, name, home)
-        if directory.is_dir():
-            return Location(directory, f"the default of user {name}")
+        for default in kind.defaults:
+            directory = default_directory(kind, name, home, default)
+            if directory.is_dir():
+                return Location(directory, f"the default of user {name}")
     return None
 
 

@@ -96,3 +96,43 @@ def test_never_written_through_a_planted_link(tmp_path: Path) -> None:
     with pytest.raises(InstallError, match="is a symbolic link"):
         restore_caches(bundle, target, HERE, [cache])
     assert list(elsewhere.iterdir()) == []
+
+
+def _deep_gemm_bundle(tmp_path: Path, key: CacheKey) -> tuple[Path, CarriedCache]:
+    """A bundle carrying a DeepGEMM JIT cache laid out as DeepGEMM writes one: a
+    directory per kernel holding the generated source and the cubin nvcc made of it."""
+    bundle = tmp_path / "bundle"
+    kernel = layout.at(bundle, layout.cache_file("deep_gemm")) / "cache" / "kernel.fp8_gemm.1a2b"
+    kernel.mkdir(parents=True)
+    (kernel / "kernel.cu").write_text("// fp8 gemm, sm_90a\n")
+    (kernel / "kernel.cubin").write_bytes(b"\x7fELF" + bytes(60))
+    cache = CarriedCache("deep_gemm", "/home/serve/.cache/sglang/deep_gemm", 2, 80, key)
+    layout.at(bundle, layout.CACHES_TOML).parent.mkdir(parents=True, exist_ok=True)
+    layout.at(bundle, layout.CACHES_TOML).write_bytes(dump_caches([cache]))
+    return bundle, cache
+
+
+def test_deep_gemm_restored_under_both_of_its_variables(tmp_path: Path) -> None:
+    """SGLang reads SGLANG_DG_CACHE_DIR and DeepGEMM DG_JIT_CACHE_DIR: caches.env sets
+    both to the restored copy, and a sgl-kernel of another version leaves it out."""
+    key = CacheKey(("9.0",), cuda="13.0", engine="sgl-kernel 0.3.21")
+    bundle, cache = _deep_gemm_bundle(tmp_path, key)
+    assert carried_caches(bundle) == (cache,)
+    here = TargetFacts(("9.0",), "580.65.06", {"sgl-kernel": "0.3.21"}, "13.0")
+    target = tmp_path / "target"
+    (outcome,) = restore_caches(bundle, target, here, [cache])
+    restored = target / "cache" / "deep_gemm"
+    assert outcome.restored and outcome.files == 2
+    assert (restored / "cache" / "kernel.fp8_gemm.1a2b" / "kernel.cubin").is_file()
+    assert cache_environment(target) == {
+        "SGLANG_DG_CACHE_DIR": str(restored),
+        "DG_JIT_CACHE_DIR": str(restored),
+    }
+    assert "SGLANG_DG_CACHE_DIR, DG_JIT_CACHE_DIR in" in outcome.line
+
+    other = TargetFacts(("9.0",), "580.65.06", {"sgl-kernel": "0.3.22"}, "13.0")
+    (left,) = restore_caches(bundle, tmp_path / "t2", other, [cache])
+    assert not left.restored
+    assert left.line == (
+        "deep_gemm: left out: engine sgl-kernel 0.3.22 here, packed for sgl-kernel 0.3.21"
+    )

@@ -156,6 +156,46 @@ def test_an_engines_cache_is_carried_only_where_the_venv_has_the_engine(
     assert (found, warnings) == ([], [])
 
 
+def test_deep_gemm_by_either_variable_or_either_default(
+    tmp_path: Path, torch_facts: EnvironmentFacts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeepGEMM's cache, as SGLang keeps it: named by SGLANG_DG_CACHE_DIR or by
+    DeepGEMM's own DG_JIT_CACHE_DIR, else at ~/.cache/deep_gemm (older SGLang) or
+    ~/.cache/sglang/deep_gemm (newer). Carried only where the venv has DeepGEMM."""
+    from dataclasses import replace
+
+    # the probe's facts of the torch venv, with sgl-kernel (which ships DeepGEMM) as if
+    # installed: its wheel is CUDA-only, too large for these machines
+    kernel = replace(
+        torch_facts.distributions[0],
+        name="sgl-kernel",
+        normalized_name="sgl-kernel",
+        version="0.3.21",
+    )
+    with_engine = replace(torch_facts, distributions=(*torch_facts.distributions, kernel))
+    named = tmp_path / "dg"
+    (named / "cache" / "kernel.1a2b").mkdir(parents=True)
+    (named / "cache" / "kernel.1a2b" / "kernel.cubin").write_bytes(b"\x7fELF")
+    unit = _unit(tmp_path, f"Environment=DG_JIT_CACHE_DIR={named}\n")
+    (found,), warnings = find_caches([unit], with_engine, kinds=["deep_gemm"])
+    assert warnings == []
+    assert found.origin == "DG_JIT_CACHE_DIR of serve.service"
+    assert found.key.engine == "sgl-kernel 0.3.21"
+    assert [rel for rel, _ in found.files] == ["cache/kernel.1a2b/kernel.cubin"]
+
+    home = tmp_path / "home"
+    newer = home / ".cache" / "sglang" / "deep_gemm"
+    newer.mkdir(parents=True)
+    (newer / "kernel.cubin").write_bytes(b"\x7fELF")
+    # the service user's passwd entry, its home here (a stand-in for another user's)
+    monkeypatch.setattr(caches, "_home", lambda user: ("serve", home))
+    unit = _unit(tmp_path / "other", "User=serve\n")
+    (found,), _ = find_caches([unit], with_engine, kinds=["deep_gemm"])
+    assert (found.directory, found.origin) == (newer, "the default of user serve")
+    # without DeepGEMM (neither deep-gemm nor sgl-kernel installed): not this venv's
+    assert find_caches([unit], torch_facts, kinds=["deep_gemm"]) == ([], [])
+
+
 @pytest.mark.parametrize(
     "kind,expected",
     [
@@ -164,6 +204,7 @@ def test_an_engines_cache_is_carried_only_where_the_venv_has_the_engine(
         ("vllm", "/home/serve/.cache/vllm"),
         ("flashinfer", "/home/serve/.cache/flashinfer"),
         ("ptx", "/home/serve/.nv/ComputeCache"),
+        ("deep_gemm", "/home/serve/.cache/deep_gemm"),
     ],
 )
 def test_each_tools_default(kind: str, expected: str) -> None:
