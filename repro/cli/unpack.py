@@ -123,6 +123,13 @@ Exit codes:
     "default they are removed once installed).",
 )
 @click.option(
+    "--compile-bytecode",
+    is_flag=True,
+    help="Compile the venv's Python files to bytecode in the install step, one process "
+    "per core (as pip does, not uv): the server's first start, and every start where "
+    "PYTHONDONTWRITEBYTECODE is set, then compiles none of its modules.",
+)
+@click.option(
     "--no-exec",
     is_flag=True,
     help="Run nothing from the bundle: print the server and unit commands instead, run no "
@@ -177,6 +184,7 @@ def unpack_command(
     units_dir: Path,
     verify_weights: bool,
     no_smoke: bool,
+    compile_bytecode: bool,
     no_exec: bool,
     keep_bundle: bool,
     rebuild_kernels: str,
@@ -234,6 +242,7 @@ def unpack_command(
             units_dir=units_dir.absolute(),
             smoke=not no_smoke,
             no_exec=no_exec,
+            compile_bytecode=compile_bytecode,
             keep_bundle=keep_bundle,
             rebuild_kernels=rebuild_kernels,  # type: ignore[arg-type]
             base=base,

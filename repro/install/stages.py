@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -73,6 +73,7 @@ from repro.install.report import REPORT, StageResult
 from repro.install.smoke import SmokeStep
 from repro.install.state import STATE_DIR, STEPS, VENV_RECORD, UnpackState
 from repro.install.transaction.patching import apply_patches
+from repro.install.venv.bytecode import compile_bytecode
 from repro.install.venv.guard import record_venv, trusted_interpreter
 from repro.install.venv.installer import (
     Installer,
@@ -82,7 +83,7 @@ from repro.install.venv.installer import (
     install_lock,
     verify_installed,
 )
-from repro.install.venv.site import site_packages_of, startup_files
+from repro.install.venv.site import site_dirs_of, site_packages_of, startup_files
 from repro.install.venv.sources import package_sources
 from repro.install.venv.streamed import StagedVenv, adopt, relative_layout
 from repro.install.venv.vault import (
@@ -332,6 +333,21 @@ def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
     """Exactly the bundle's lock, from the sources repro chose (never the lock's own
     option lines), then the installed set read back and compared with the lock.
     `seeded`: the venv stage's startup files."""
+    result = _install(inputs, seeded=seeded)
+    if not inputs.options.compile_bytecode:
+        return result
+    inputs.events("install", "compiling", "the venv's bytecode (--compile-bytecode)")
+    compiled = compile_bytecode(
+        inputs.interpreter, site_dirs_of(inputs.interpreter), jobs=inputs.options.jobs
+    )
+    return replace(
+        result,
+        detail=f"{result.detail}; {compiled.describe()}",
+        facts={**result.facts, "bytecode": compiled.to_facts()},
+    )
+
+
+def _install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
     kept, options = inputs.kept, inputs.options
     if options.no_exec:
         _refuse_startup_files(inputs.venv, seeded=seeded, before="running the installer")

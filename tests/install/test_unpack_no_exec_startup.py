@@ -106,6 +106,34 @@ def test_no_exec_runs_no_pth_of_the_bundle(bundle: Path, tmp_path: Path, install
     assert not _log(target).exists()
 
 
+def test_compile_bytecode_runs_no_pth_either(bundle: Path, tmp_path: Path) -> None:
+    """`--compile-bytecode --no-exec`: every module of the venv gets checked-hash
+    bytecode of the target's Python (3.11), compiled by its interpreter without site
+    processing, so neither .pth runs. Without the flag the venv has no bytecode."""
+    target = tmp_path / "target"
+    argv = ("unpack", str(bundle), "--target", str(target), "--cpu", "--installer", "vault")
+    proc = run_repro(*argv, "--no-exec", "--compile-bytecode", "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    site = _site(target)
+    install = next(s for s in json.loads(proc.stdout)["steps"] if s["name"] == "install")
+    assert "bytecode of " in install["detail"], install
+    state = load_state(target)
+    assert state is not None
+    facts = state.facts["install"]["bytecode"]
+    sources = [p for p in site.rglob("*.py") if "__pycache__" not in p.parts]
+    assert facts["files"] == len(sources) and facts["compiled"] == len(sources) > 10
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-311.pyc"
+        assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11, pyc  # checked-hash
+    assert (site / "__pycache__" / "six.cpython-311.pyc").is_file()
+    assert not _log(target).exists()
+
+    plain = tmp_path / "plain"
+    proc = run_repro("unpack", str(bundle), "--target", str(plain), "--cpu", "--no-exec")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert not list(_site(plain).rglob("*.pyc"))
+
+
 def test_an_interrupted_install_is_rebuilt_before_any_installer_starts(
     bundle: Path, tmp_path: Path
 ) -> None:
