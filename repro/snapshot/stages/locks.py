@@ -11,7 +11,7 @@ its base holds, from the digests its manifest lists).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from packaging.utils import canonicalize_name
 
@@ -65,9 +65,16 @@ def locks(
             f"index or vault file is known for {', '.join(unlisted)} (requirements.lock "
             "pins them; pack online, with --check-index or --wheels all for all of them)"
         )
+    # made once the wheels are written; rendered now with a stand-in for each digest, so
+    # that a lock that does not validate (render_pylock) stops the pack before a byte
+    # is written rather than after the wheels
+    listing.render([_STAND_IN] * len(vault.wheels))
     for rel in (layout.PYLOCK, layout.VAULT_TOML):
         members[rel] = Generated(listing.renderer(rel))
     return Locks(members, tuple(warnings))
+
+
+_STAND_IN = "0" * 64  # a sha256's length and form, never written
 
 
 @dataclass(frozen=True)
@@ -79,13 +86,17 @@ class _VaultLocks:
     pins: Sequence[Pin]
     indexes: IndexConfig
     requires_python: str
+    # both files, by the digests they were rendered with: one rendering serves both members
+    _rendered: dict[tuple[str, ...], dict[str, bytes]] = field(default_factory=dict)
 
     def renderer(self, member: str) -> Callable[[Mapping[str, str], Mapping[str, bytes]], bytes]:
         """`member`'s `Generated.render`: the file, from the digests of the wheels written."""
 
         def render(digests: Mapping[str, str], _made: Mapping[str, bytes]) -> bytes:
-            taken = [digests[layout.wheel(w.filename)] for w in self.vault.wheels]
-            return self.render(taken)[member]
+            taken = tuple(digests[layout.wheel(w.filename)] for w in self.vault.wheels)
+            if taken not in self._rendered:
+                self._rendered[taken] = self.render(taken)
+            return self._rendered[taken][member]
 
         return render
 
