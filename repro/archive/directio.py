@@ -13,11 +13,11 @@ each at its own offset (so the disk works while the caller reads and hashes the 
 bytes, with several writes in flight: one synchronous write at a time left a fast NVMe
 disk far below its speed). `skip` leaves a hole that other threads fill
 (`write_span`, `repro.archive.memberfill`: the vault wheels, written in parallel). Partial pages
-(the last one, those at a hole's edges, shared with the thread that fills it) and bytes
-rewritten in place after they were handed off (reserved members filled in later) go
+(the last one, those at a hole's edges, shared with the thread that fills it) go
 through an ordinary descriptor of the same file, whole pages past the cache: no page is
-written both ways at once. `preallocate` reserves the file's blocks first, so parallel
-direct writes do not serialize on growing it. Where the file system refuses
+written both ways at once. Bytes are only added at the end, never rewritten.
+`preallocate` reserves the file's blocks first, so parallel direct writes do not
+serialize on growing it. Where the file system refuses
 O_DIRECT (tmpfs, some network file systems), `open_direct` returns None and the caller
 writes as usual; a refusal at the first write switches the writer to ordinary writes.
 """
@@ -91,7 +91,6 @@ class DirectWriter:
         self._used = 0  # bytes in the current buffer
         self._base = 0  # file offset of the current buffer's first byte (aligned)
         self._lead = 0  # leading bytes of the current buffer that belong to a hole
-        self._position = 0  # where the next write lands
         self._error: OSError | None = None
         self._refused = False  # the file system refused an O_DIRECT write: use the cache
         self._closed = False
@@ -113,10 +112,6 @@ class DirectWriter:
         self._check()
         view = memoryview(data).cast("B")
         count = len(view)
-        end = self._base + self._used
-        if self._position != end:
-            self._overwrite(view)
-            return count
         while view:
             room = self._size - self._used
             piece = view[:room]
@@ -125,11 +120,10 @@ class DirectWriter:
             view = view[len(piece) :]
             if self._used == self._size:
                 self._hand_off()
-        self._position = self._base + self._used
         return count
 
     def tell(self) -> int:
-        return self._position
+        return self._base + self._used
 
     def skip(self, count: int) -> None:
         """Leave the next `count` bytes at the end to another writer (`write_span` from
@@ -138,8 +132,8 @@ class DirectWriter:
         by both sides, so no page is written both ways."""
         self._check()
         end = self._base + self._used
-        if self._position != end or count < 0:
-            raise OSError(errno.EINVAL, "a hole can only be left at the end of the file")
+        if count < 0:
+            raise OSError(errno.EINVAL, f"cannot leave a hole of {count} bytes")
         if count == 0:
             return
         if self._used > self._lead:
@@ -148,7 +142,6 @@ class DirectWriter:
         target = end + count
         self._base = target - target % ALIGN
         self._lead = self._used = target - self._base
-        self._position = target
 
     def trim(self) -> None:
         """Wait for the buffers handed off and unmap them (the current one stays): the
@@ -169,17 +162,8 @@ class DirectWriter:
         """The O_DIRECT descriptor, for writers of holes; None after a refusal."""
         return self._direct if self.direct else None
 
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        end = self._base + self._used
-        target = {os.SEEK_SET: offset, os.SEEK_CUR: self._position + offset}.get(
-            whence, end + offset
-        )
-        if not 0 <= target <= end:
-            raise OSError(errno.EINVAL, f"cannot seek to {target}: the file has {end} bytes")
-        self._position = target
-        return target
-
     def seekable(self) -> bool:
+        """A file: holes can be left in it (it never seeks back)."""
         return True
 
     def writable(self) -> bool:
@@ -247,22 +231,6 @@ class DirectWriter:
             buffer = self._free.get()
         self._check()
         return buffer
-
-    def _overwrite(self, view: memoryview) -> None:
-        """Write `view` over bytes already written at the current position."""
-        start = self._position
-        end = self._base + self._used
-        if start + len(view) > end:
-            raise OSError(errno.EINVAL, "an overwrite may not reach past the end of the file")
-        self._full.join()  # every handed-off buffer is on disk, its buffer free again
-        self._check()
-        handed = max(0, min(len(view), self._base + self._lead - start))
-        if handed:
-            pwrite_all(self._fd, view[:handed], start)
-        if handed < len(view):
-            at = start + handed - self._base
-            self._buffer[at : at + len(view) - handed] = view[handed:]
-        self._position = start + len(view)
 
     def _release(self) -> None:
         """Wait for the writer threads and close the O_DIRECT descriptor."""

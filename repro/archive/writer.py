@@ -1,12 +1,14 @@
 """Deterministic tar writing for bundles.
 
 Over 400 lines for a reason: it is one class, DeterministicTarWriter, whose state (the
-canonical order, case folds, reserved members and holes, the compression sink) has to
+canonical order, case folds, the holes other threads fill, the compression sink) has to
 stay in one place to be checked on every add; the module holds little besides it.
 
 The rules are in docs/bundle-format.md. In short: one top-level directory; members in
 canonical order (sorted by path components compared as UTF-8 bytes, parents before
-children, `env/sbom.cdx.json` after them and `MANIFEST.sha256` and its `.sig` last);
+children; then the trailing members, made from the digests of the others: from format 5
+on `env/pylock.toml`, `env/vault.toml`, then `env/sbom.cdx.json`; `MANIFEST.sha256` and
+its `.sig` last);
 PAX format, fixed mtime, uid/gid 0, no user names, modes 0644/0755; gzip or zstd.
 
 Imports only the standard library; `zstandard` is imported when a .zst is written.
@@ -19,7 +21,7 @@ import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import IO, BinaryIO, Literal, cast
@@ -57,15 +59,20 @@ def source_date_epoch(default: int) -> int:
     return int(value)
 
 
-def _sort_key(rel: str) -> tuple[int, tuple[bytes, ...]]:
-    rank = 2 if rel in MANIFEST_NAMES else 1 if rel in TRAILING_MEMBERS else 0
-    return rank, tuple(part.encode("utf-8") for part in rel.split("/"))
+SortKey = tuple[int, tuple[bytes, ...]]
 
 
-def member_order(rel: str) -> tuple[int, tuple[bytes, ...]]:
-    """The canonical order of members: by path components, then the members made from
-    all the others (the SBOM), the manifest last."""
-    return _sort_key(rel)
+def member_order(rel: str, trailing: Sequence[str] = TRAILING_MEMBERS) -> SortKey:
+    """The canonical order of members: by path components, then the `trailing` members
+    (made from the digests of the others: the lock files that list the vault wheels',
+    the SBOM) in their order, the manifest last. `trailing` is the current format's;
+    `repro.bundle.layout.trailing_members` gives an older format's."""
+    parts = tuple(part.encode("utf-8") for part in rel.split("/"))
+    if rel in MANIFEST_NAMES:
+        return len(trailing) + 1, parts
+    if rel in trailing:
+        return 1 + trailing.index(rel), ()
+    return 0, parts
 
 
 # Members at least this large are hashed by a second thread while they are written.
@@ -79,7 +86,8 @@ def _hasher(size: int) -> BackgroundSha256 | hashlib._Hash:
 class DeterministicTarWriter:
     """Writes a bundle archive whose bytes depend only on the members added.
 
-    Members must be added in canonical order (see `_sort_key`); parent directories are
+    Members must be added in canonical order (`member_order` with `trailing`: the
+    current format's unless an older one is written); parent directories are
     emitted automatically. An add out of order, a duplicate or a case-fold collision
     raises InputError, so no caller can make the output depend on its own ordering.
     """
@@ -92,6 +100,7 @@ class DeterministicTarWriter:
         mtime: int,
         compression: Compression = "none",
         level: int | None = None,
+        trailing: Sequence[str] = TRAILING_MEMBERS,
     ) -> None:
         problem = name_problem(top)
         if problem is None and "/" in top:
@@ -127,12 +136,12 @@ class DeterministicTarWriter:
             self._sink = self._spool
         else:
             raise UsageError(f"unknown compression {compression!r}; use none, gz or zst")
+        self._trailing = tuple(trailing)
         self._written = 0
-        self._last: tuple[int, tuple[bytes, ...]] | None = None
+        self._last: SortKey | None = None
         self._kinds: dict[str, Kind] = {}
         self._folded: dict[str, str] = {}
         self._digests: dict[str, str] = {}
-        self._reserved: dict[str, tuple[int, int]] = {}  # rel -> data offset, size
         self._unsettled: set[str] = set()  # holes whose digest did not come yet
         self._state: Literal["open", "closed", "failed"] = "open"
         self._emit_header(top, directory=True, mode=DIR_MODE, size=0)
@@ -304,51 +313,6 @@ class DeterministicTarWriter:
         self._digests[rel] = hashlib.sha256(data).hexdigest()
         return self._digests[rel]
 
-    @property
-    def can_fill_later(self) -> bool:
-        """Whether `reserve` works: the tar bytes go to a seekable file (an uncompressed
-        archive written to a file, or the spool of a zstd one), not through gzip or a pipe."""
-        if self._gzip is not None:
-            return False
-        return self._spool is not None or is_seekable(self._out)
-
-    def reserve(self, rel: str, placeholder: bytes, *, executable: bool = False) -> None:
-        """Add the file `rel` with `placeholder` as its content, to be replaced by `fill`
-        with bytes of the same length once they are known (lock files that list the
-        sha256 of wheels written after them). Only where `can_fill_later`."""
-        if not self.can_fill_later:
-            raise UsageError(f"archive {self._top}: cannot reserve {rel}: output not seekable")
-        self._check_open()
-        parents = self._admit(rel, "file")
-        size = len(placeholder)
-        self._start(rel, parents, "file", EXEC_MODE if executable else FILE_MODE, size)
-        self._reserved[rel] = (self._sink.tell(), size)
-        self._write(placeholder)
-        self._write(tarformat.padding(size))
-
-    def fill(self, rel: str, data: bytes) -> str:
-        """Write the final content of a reserved file in its place; return its sha256."""
-        self._check_open()
-        if rel not in self._reserved:
-            raise InputError(f"archive {self._top}: {rel} was not reserved")
-        offset, size = self._reserved[rel]
-        if len(data) != size:
-            self._state = "failed"
-            raise InputError(
-                f"archive {self._top}: {rel} is {len(data)} bytes, {size} were reserved"
-            )
-        try:
-            end = self._sink.tell()
-            self._sink.seek(offset)
-            self._sink.write(data)
-            self._sink.seek(end)
-        except OSError as exc:
-            self._state = "failed"
-            raise InputError(f"cannot write archive {self._top}: {exc.strerror}") from exc
-        del self._reserved[rel]
-        self._digests[rel] = hashlib.sha256(data).hexdigest()
-        return self._digests[rel]
-
     def settle(self, rel: str, digest: str) -> None:
         """The sha256 of a member added with `add_hole`, once it was written."""
         if rel not in self._unsettled:
@@ -366,13 +330,10 @@ class DeterministicTarWriter:
         """Write the end-of-archive marker and finish compression; `out` stays open."""
         if self._state != "open":
             return
-        if self._reserved or self._unsettled:
+        if self._unsettled:
             self._abort()
-            unfilled = ", ".join(sorted([*self._reserved, *self._unsettled]))
-            raise InputError(
-                f"archive {self._top}: reserved but never filled, or never given its "
-                f"digest: {unfilled}"
-            )
+            unsettled = ", ".join(sorted(self._unsettled))
+            raise InputError(f"archive {self._top}: never given its digest: {unsettled}")
         self._write(tarformat.end_of_archive(self._written))
         if self._gzip is not None:
             self._gzip.close()
@@ -416,12 +377,14 @@ class DeterministicTarWriter:
                 raise InputError(f"cannot add {rel!r} to archive {self._top}: {parent!r} is a file")
             if parent not in self._kinds:
                 parents.append(parent)
-        first = _sort_key(parents[0] if parents else rel)
+        # a trailing member's place is its rank, whether its parent came before or not
+        key = self._sort_key(rel)
+        first = key if key[0] else self._sort_key(parents[0] if parents else rel)
         if self._last is not None and first <= self._last:
             raise InputError(
                 f"cannot add {rel!r} to archive {self._top}: out of canonical order",
                 hint="add members sorted by path components (UTF-8 bytes), then "
-                f"{', '.join(TRAILING_MEMBERS)}, MANIFEST.sha256 and MANIFEST.sha256.sig last",
+                f"{', '.join(self._trailing)}, MANIFEST.sha256 and MANIFEST.sha256.sig last",
             )
         for name in [*parents, rel]:
             other = self._folded.get(name.casefold())
@@ -442,7 +405,10 @@ class DeterministicTarWriter:
     def _record(self, rel: str, kind: Kind) -> None:
         self._kinds[rel] = kind
         self._folded[rel.casefold()] = rel
-        self._last = _sort_key(rel)
+        self._last = self._sort_key(rel)
+
+    def _sort_key(self, rel: str) -> SortKey:
+        return member_order(rel, self._trailing)
 
     def _emit_header(self, path: str, *, directory: bool, mode: int, size: int) -> None:
         self._write(
@@ -467,8 +433,10 @@ def write_directory(
     top: str,
     mtime: int,
     compression: Compression = "none",
+    trailing: Sequence[str] = TRAILING_MEMBERS,
 ) -> Mapping[str, str]:
-    """Archive every regular file under `root` (an unpacked bundle) in canonical order."""
+    """Archive every regular file under `root` (an unpacked bundle) in canonical order;
+    `trailing` as for `member_order` (an older format's for a bundle of that format)."""
     files: list[str] = []
     for directory, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -478,7 +446,9 @@ def write_directory(
             if path.is_symlink() or not path.is_file():
                 raise InputError(f"{path}: not a regular file; a bundle holds only files")
             files.append(path.relative_to(root).as_posix())
-    with DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer:
-        for rel in sorted(files, key=member_order):
+    with DeterministicTarWriter(
+        out, top=top, mtime=mtime, compression=compression, trailing=trailing
+    ) as writer:
+        for rel in sorted(files, key=lambda rel: member_order(rel, trailing)):
             writer.add_file(rel, root / rel)
         return dict(writer.digests)

@@ -2,8 +2,10 @@
 against (its base), and says which base that is.
 
 A delta's `bundle.toml` has a `[base]` table (`BaseRef`: the base's name, version and
-the sha256 of its MANIFEST.sha256 bytes) and `format_version` 4, so that a repro that
-does not know deltas refuses it rather than calling it damaged. Its MANIFEST.sha256 is
+the sha256 of its MANIFEST.sha256 bytes) and a `format_version` of 4 or more (4: a delta
+of format 3's member order; from 5 on, full bundles and deltas share the number and
+`[base]` alone makes a delta), so that a repro that does not know deltas refuses it
+rather than calling it damaged. Its MANIFEST.sha256 is
 the complete manifest of the new bundle; a member the manifest lists and the delta does
 not hold is, by definition, taken from the base, which is only allowed when `[base]`
 is there and never for the metadata (`always_carried`), which every delta holds.
@@ -26,7 +28,8 @@ from repro.bundle.manifest import Manifest
 from repro.bundle.tomltable import TomlTable
 from repro.errors import DeltaBaseError
 
-# The format of a delta bundle; full bundles keep bundle.info.FORMAT_VERSION (3).
+# The first format a delta bundle has, and the only one that is a delta alone (of a
+# format 3 bundle); from bundle.info.FORMAT_VERSION 5 on, [base] alone makes a delta.
 DELTA_FORMAT_VERSION = 4
 BASE_TABLE = "base"
 

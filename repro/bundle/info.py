@@ -22,7 +22,9 @@ import tomli_w
 from repro import _toml
 from repro.bundle.delta import BASE_TABLE, DELTA_FORMAT_VERSION, BaseRef, dump_base, load_base
 from repro.bundle.environment import EnvironmentFacts
+from repro.bundle.layout import TRAILING_LOCKS_FROM_FORMAT
 from repro.bundle.tomltable import TomlTable, choice, is_int
+from repro.bundle.vault import is_wheel_filename
 from repro.bundle.weights import WeightPin, dump_pins, load_pins
 from repro.errors import BundleFormatError
 
@@ -33,14 +35,20 @@ MAX_TIMEOUT_S = 86_400.0
 # 3: models' `present` (a model a unit names, absent when packed) and `weights` (each
 # weight file pinned: repro.bundle.weights), which a format 2 reader refuses as unknown.
 # Formats 1 and 2 still load: a format 1 bundle's venv is the target itself.
-FORMAT_VERSION = 3
-# 4: a delta bundle ([base], repro.bundle.delta); only deltas are written as 4.
-READ_FORMAT_VERSION = DELTA_FORMAT_VERSION
+# 4: a delta bundle ([base], repro.bundle.delta) of format 3; only deltas were 4.
+# 5: env/pylock.toml and env/vault.toml (the vault wheels' sha256) trail every other
+# member (repro.bundle.layout.trailing_members), so a packer hashes each wheel as it
+# writes it; [vault] names the wheels ahead of them for a reader of a stream. A full
+# bundle and a delta alike: from 5 on, [base] alone makes a delta.
+FORMAT_VERSION = 5
+READ_FORMAT_VERSION = FORMAT_VERSION
 
 Engine = Literal["sglang", "vllm", "openai"]
 Role = Literal["drafter", "target"]
 ENGINES: tuple[Engine, ...] = ("sglang", "vllm", "openai")
 ROLES: tuple[Role, ...] = ("drafter", "target")
+
+VAULT_TABLE = "vault"
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SAFE_VERSION = re.compile(r"[A-Za-z0-9._+!-]+")
@@ -137,6 +145,17 @@ class WorkspaceInfo:
 
 
 @dataclass(frozen=True)
+class VaultNames:
+    """`[vault]` (format 5): the file names of the wheels in env/wheels/, in the first
+    member, so that a reader of a stream can choose its wheels before they arrive;
+    env/vault.toml, which lists their sha256, comes after them. `index_serves`: those
+    carried only for an offline install (`--wheels all`; env/vault.toml's reason)."""
+
+    wheels: tuple[str, ...] = ()
+    index_serves: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class BundleInfo:
     name: str
     version: str
@@ -148,7 +167,8 @@ class BundleInfo:
     models: tuple[ModelRef, ...] = ()
     workspace: WorkspaceInfo = WorkspaceInfo()
     format_version: int = FORMAT_VERSION
-    base: BaseRef | None = None  # a delta bundle's base (format 4)
+    base: BaseRef | None = None  # a delta bundle's base (format 4, or 5 and later)
+    vault: VaultNames | None = None  # format 5: None when the vault is empty
 
     @property
     def top_dir(self) -> str:
@@ -298,6 +318,22 @@ def _check_relative(table: TomlTable, key: str, path: str) -> None:
         table.problem(key, f"must be a relative path inside the workspace, not {path!r}")
 
 
+def _load_vault_names(table: TomlTable) -> VaultNames:
+    wheels = table.strings("wheels", required=True) or ()
+    index_serves = table.strings("index_serves") or ()
+    for key, names in (("wheels", wheels), ("index_serves", index_serves)):
+        bad = [name for name in names if not is_wheel_filename(name)]
+        if bad:
+            table.problem(key, f"names no wheel file inside env/wheels/: {bad[0]!r}")
+        elif list(names) != sorted(set(names)):
+            table.problem(key, "must be sorted, each name once")
+    unknown = sorted(set(index_serves) - set(wheels))
+    if unknown:
+        table.problem("index_serves", f"names {unknown[0]!r}, which 'wheels' does not")
+    table.finish()
+    return VaultNames(wheels, index_serves)
+
+
 def _load_workspace(table: TomlTable | None) -> WorkspaceInfo:
     if table is None:
         return WorkspaceInfo()
@@ -371,8 +407,12 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
     base = load_base(base_table) if base_table is not None else None
     if base is not None and version < DELTA_FORMAT_VERSION:
         top.problem(BASE_TABLE, f"(a delta's base) needs format_version {DELTA_FORMAT_VERSION}")
-    if base is None and version >= DELTA_FORMAT_VERSION:
+    if base is None and version == DELTA_FORMAT_VERSION:
         top.problem(BASE_TABLE, f"is required in format {DELTA_FORMAT_VERSION} (a delta bundle)")
+    vault_table = top.table(VAULT_TABLE, required=False)
+    vault = _load_vault_names(vault_table) if vault_table is not None else None
+    if vault is not None and version < TRAILING_LOCKS_FROM_FORMAT:
+        top.problem(VAULT_TABLE, f"needs format_version {TRAILING_LOCKS_FROM_FORMAT}")
     tool_version = top.string("tool_version")
     top.finish()
     if problems:
@@ -391,6 +431,7 @@ def load_bundle_info(data: bytes, *, source: str) -> BundleInfo:
         workspace=workspace,
         format_version=version,
         base=base,
+        vault=vault,
     )
 
 
@@ -497,6 +538,13 @@ def dump_bundle_info(info: BundleInfo) -> bytes:
     }
     if info.format_version >= 2:
         document["workspace"] = {"venv": info.workspace.venv}
+    if info.vault is not None:
+        document[VAULT_TABLE] = _without_none(
+            [
+                ("wheels", list(info.vault.wheels)),
+                ("index_serves", list(info.vault.index_serves) or None),
+            ]
+        )
     if info.base is not None:
         document[BASE_TABLE] = dump_base(info.base)
     data = tomli_w.dumps(document).encode("utf-8")

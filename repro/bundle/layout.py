@@ -51,10 +51,23 @@ TOOL_WHEELS = "tool/wheels"
 KERNELS = "kernels"  # kernels/<dist>/: the source tree of a distribution built here
 CACHES = "caches"  # caches/<kind>/: a compile cache (Triton, TorchInductor, ...) as it was
 
-# The manifest and its signature close an archive; the SBOM describes every other
-# member by digest, so it is written after them and before the manifest.
+# The manifest and its signature close an archive. Before them come the members made
+# from the digests of others, in this order: the two that list the vault wheels' sha256
+# (from format 5 on: taken as the wheels are written, so they follow env/wheels/), then
+# the SBOM, which describes every other member by digest.
 MANIFEST_NAMES = (MANIFEST, SIGNATURE)
-TRAILING_MEMBERS = (SBOM,)
+TRAILING_MEMBERS = (PYLOCK, VAULT_TOML, SBOM)
+# Formats 1 to 4 sort the lock files among the others (before env/wheels/).
+LEGACY_TRAILING_MEMBERS = (SBOM,)
+TRAILING_LOCKS_FROM_FORMAT = 5
+
+
+def trailing_members(format_version: int) -> tuple[str, ...]:
+    """The members after every ordinary one (and before the manifest) in a bundle of
+    `format_version`, in their order."""
+    if format_version >= TRAILING_LOCKS_FROM_FORMAT:
+        return TRAILING_MEMBERS
+    return LEGACY_TRAILING_MEMBERS
 
 
 def wheel(filename: str) -> str:

@@ -69,6 +69,11 @@ def load_vault(data: bytes, *, source: str) -> tuple[VaultEntry, ...]:
 _WHEEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]*\.whl")
 
 
+def is_wheel_filename(name: str) -> bool:
+    """Whether `name` may name a file directly inside env/wheels/."""
+    return _WHEEL_NAME.fullmatch(name) is not None
+
+
 def dump_vault(entries: Iterable[VaultEntry]) -> bytes:
     """env/vault.toml for `entries`, sorted by file name; loads back as the same entries."""
     wheels = [

@@ -308,59 +308,6 @@ def test_add_stream_takes_planned_pieces_and_refuses_a_wrong_count() -> None:
             w.add_bytes("later", b"x")
 
 
-def _reserve_then_fill(out: BinaryIO, compression: Compression) -> dict[str, str]:
-    with DeterministicTarWriter(out, top=TOP, mtime=MTIME, compression=compression) as w:
-        w.reserve("env/pylock.toml", b"sha256 = 0000")
-        w.add_bytes("env/vault.toml", b"between")
-        digest = w.add_stream("env/wheels/a.whl", 5 + CHUNK, iter([b"wheel", bytes(CHUNK)]))
-        w.fill("env/pylock.toml", f"sha256 = {digest[:4]}".encode())
-        digests = dict(w.digests)
-    return digests
-
-
-@pytest.mark.parametrize("compression", ["none", "zst"])
-def test_a_reserved_member_filled_later_gives_the_bytes_of_writing_it_at_once(
-    compression: Compression,
-) -> None:
-    """Lock files that list digests of wheels written after them: placeholders filled in
-    once the wheels were hashed give the same archive as the final bytes written at once."""
-    wheel = b"wheel" + bytes(CHUNK)
-    final = f"sha256 = {hashlib.sha256(wheel).hexdigest()[:4]}".encode()
-    filled = io.BytesIO()
-    digests = _reserve_then_fill(filled, compression)
-    direct = io.BytesIO()
-    with DeterministicTarWriter(direct, top=TOP, mtime=MTIME, compression=compression) as w:
-        w.add_bytes("env/pylock.toml", final)
-        w.add_bytes("env/vault.toml", b"between")
-        w.add_stream("env/wheels/a.whl", len(wheel), iter([wheel]))
-    assert filled.getvalue() == direct.getvalue()
-    assert digests == dict(w.digests)
-    assert digests["env/pylock.toml"] == hashlib.sha256(final).hexdigest()
-
-
-def test_reserve_needs_a_seekable_output_and_a_fill_of_the_same_length(tmp_path: Path) -> None:
-    read_end, write_end = os.pipe()
-    with os.fdopen(read_end, "rb"), os.fdopen(write_end, "wb") as pipe:
-        piped = DeterministicTarWriter(pipe, top=TOP, mtime=MTIME)
-        assert not piped.can_fill_later
-        with pytest.raises(UsageError, match="not seekable"):
-            piped.reserve("lock", b"0000")
-    zipped = DeterministicTarWriter(io.BytesIO(), top=TOP, mtime=MTIME, compression="gz")
-    assert not zipped.can_fill_later
-    w = writer()
-    w.reserve("lock", b"0000")
-    with pytest.raises(InputError, match="2 bytes, 4 were reserved"):
-        w.fill("lock", b"ab")
-    with pytest.raises(InputError, match="failed"):
-        w.add_bytes("later", b"x")
-    unfilled = writer()
-    unfilled.reserve("lock", b"0000")
-    with pytest.raises(InputError, match="never filled, or never given its digest: lock"):
-        unfilled.close()
-    with pytest.raises(InputError, match="was not reserved"):
-        writer().fill("lock", b"0000")
-
-
 def test_large_members_are_hashed_by_a_second_thread_while_written(tmp_path: Path) -> None:
     size = BACKGROUND_HASH_BYTES + 12345
     data = os.urandom(size)

@@ -57,7 +57,7 @@ def test_trim_unmaps_idle_buffers_and_writing_goes_on(
     new_file: tuple[Path, int, int],
 ) -> None:
     """While holes are filled the stream is idle: `trim` waits for what was handed off
-    and unmaps the spare buffers; later writes (and overwrites) still land."""
+    and unmaps the spare buffers; later writes still land."""
     path, fd, direct = new_file
     first = _pieces(1, SMALL * 6 + 99)
     second = _pieces(2, SMALL * 3 + 7)
@@ -72,48 +72,7 @@ def test_trim_unmaps_idle_buffers_and_writing_goes_on(
         assert writer._free.empty()
         for piece in second:
             writer.write(piece)
-        writer.seek(3)
-        writer.write(b"XYZ")
-        writer.seek(0, os.SEEK_END)
-    expected = bytearray(b"".join(first + second))
-    expected[3:6] = b"XYZ"
-    assert path.read_bytes() == bytes(expected)
-
-
-def test_overwrite_on_disk_in_buffer_and_across_both(new_file: tuple[Path, int, int]) -> None:
-    """Reserved members are filled after later bytes were written: the overwrite lands
-    where it belongs whether its bytes were already written to disk, are still in the
-    buffer being filled, or straddle the two; the end of the file is untouched."""
-    path, fd, direct = new_file
-    data = bytearray(os.urandom(SMALL * 3 + 1000))
-    with DirectWriter(fd, direct, buffer_size=SMALL) as writer:
-        writer.write(bytes(data))
-        end = writer.tell()
-        # on disk (first buffer), straddling disk and buffer, inside the open buffer
-        for start, size in ((10, 100), (SMALL * 3 - 50, 600), (SMALL * 3 + 900, 100)):
-            patch = os.urandom(size)
-            assert writer.seek(start) == start
-            writer.write(patch)
-            assert writer.tell() == start + size
-            data[start : start + size] = patch
-        writer.seek(end)
-        tail = os.urandom(ALIGN + 3)
-        writer.write(tail)
-        data += tail
-    assert path.read_bytes() == bytes(data)
-
-
-def test_overwrite_cannot_grow_the_file_and_seek_stays_inside(
-    new_file: tuple[Path, int, int],
-) -> None:
-    _path, fd, direct = new_file
-    with DirectWriter(fd, direct, buffer_size=SMALL) as writer:
-        writer.write(b"x" * 100)
-        writer.seek(90)
-        with pytest.raises(OSError, match="past the end"):
-            writer.write(b"y" * 20)
-        with pytest.raises(OSError, match="cannot seek"):
-            writer.seek(101)
+    assert path.read_bytes() == b"".join(first + second)
 
 
 def test_a_write_error_surfaces_and_stops_the_writer(tmp_path: Path) -> None:

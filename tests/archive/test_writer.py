@@ -18,6 +18,7 @@ from repro.archive.writer import (
     member_order,
     write_directory,
 )
+from repro.bundle.layout import trailing_members
 from repro.errors import ArchiveError, InputError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,25 +60,83 @@ def test_source_date_epoch(value: str, printed: str) -> None:
     assert _epoch(value).stdout.strip() == printed
 
 
+NAMES = [
+    "MANIFEST.sha256.sig",
+    "env/sbom.cdx.json",
+    "env/vault.toml",
+    "z",
+    "env/wheels/a.whl",
+    "MANIFEST.sha256",
+    "a.txt",
+    "env/pylock.toml",
+    "a/b",
+    "env/x",
+]
+
+
 def test_member_order() -> None:
-    names = [
-        "MANIFEST.sha256.sig",
-        "env/sbom.cdx.json",
-        "z",
-        "MANIFEST.sha256",
-        "a.txt",
-        "a/b",
-        "env/x",
-    ]
-    assert sorted(names, key=member_order) == [
+    """Format 5: the lock files that list the wheels' sha256 after every ordinary member
+    (env/wheels/ and files after it included), in their order, then the SBOM."""
+    assert sorted(NAMES, key=member_order) == [
         "a/b",
         "a.txt",
+        "env/wheels/a.whl",
         "env/x",
         "z",
+        "env/pylock.toml",
+        "env/vault.toml",
         "env/sbom.cdx.json",
         "MANIFEST.sha256",
         "MANIFEST.sha256.sig",
     ]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_member_order_of_an_older_format(version: int) -> None:
+    """Formats 1 to 4: the lock files among the others, before env/wheels/."""
+    trailing = trailing_members(version)
+    assert sorted(NAMES, key=lambda rel: member_order(rel, trailing)) == [
+        "a/b",
+        "a.txt",
+        "env/pylock.toml",
+        "env/vault.toml",
+        "env/wheels/a.whl",
+        "env/x",
+        "z",
+        "env/sbom.cdx.json",
+        "MANIFEST.sha256",
+        "MANIFEST.sha256.sig",
+    ]
+
+
+@pytest.mark.parametrize("version", [3, 5])
+def test_the_writer_holds_to_the_order_of_its_format(version: int) -> None:
+    trailing = trailing_members(version)
+    order = sorted(NAMES, key=lambda rel: member_order(rel, trailing))
+    out = io.BytesIO()
+    with DeterministicTarWriter(out, top="b-1", mtime=0, trailing=trailing) as writer:
+        for rel in order:
+            writer.add_bytes(rel, rel.encode())
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        assert [m.name for m in tar.getmembers() if m.isfile()] == [f"b-1/{r}" for r in order]
+    wheel, lock = order.index("env/wheels/a.whl"), order.index("env/pylock.toml")
+    writer = DeterministicTarWriter(io.BytesIO(), top="b-1", mtime=0, trailing=trailing)
+    later, earlier = (order[wheel], order[lock]) if version == 3 else (order[lock], order[wheel])
+    writer.add_bytes(later, b"")
+    with pytest.raises(InputError, match="out of canonical order"):
+        writer.add_bytes(earlier, b"")
+
+
+def test_a_trailing_member_comes_last_even_as_its_folders_first() -> None:
+    """The lock files' folder env/ may be new when they come (nothing else in it)."""
+    out = io.BytesIO()
+    with DeterministicTarWriter(out, top="b-1", mtime=0) as writer:
+        writer.add_bytes("z", b"")
+        writer.add_bytes("env/pylock.toml", b"")
+    out.seek(0)
+    with tarfile.open(fileobj=out) as tar:
+        assert tar.getnames() == ["b-1", "b-1/z", "b-1/env", "b-1/env/pylock.toml"]
 
 
 @pytest.mark.parametrize(
@@ -152,15 +211,13 @@ def test_a_hole_never_settled_stops_the_archive(tmp_path: Path) -> None:
 
 def test_holes_need_a_file_and_settle_needs_a_hole() -> None:
     gz = DeterministicTarWriter(io.BytesIO(), top="b-1", mtime=0, compression="gz")
-    assert gz.hole_target() is None and not gz.can_fill_later
+    assert gz.hole_target() is None
     with pytest.raises(UsageError, match="cannot leave a hole: output not a file"):
         gz.add_hole("w", 1)
     plain = DeterministicTarWriter(io.BytesIO(), top="b-1", mtime=0)
     assert plain.hole_target() is None  # memory: no descriptor
     with pytest.raises(InputError, match="b-1: x is not waiting for its digest"):
         plain.settle("x", "0" * 64)
-    with pytest.raises(InputError, match="b-1: y was not reserved"):
-        plain.fill("y", b"")
 
 
 def test_closed_writer_refuses_adds_and_close_is_idempotent() -> None:

@@ -62,25 +62,31 @@ def test_only_changed_members_are_carried_and_metadata_always() -> None:
     assert members_from_base(manifest, carried) == from_base
 
 
-def test_a_delta_is_format_3_and_its_base_round_trips() -> None:
-    info = replace(bundle_info(), base=BASE, format_version=DELTA_FORMAT_VERSION)
+def test_a_delta_has_the_format_of_a_full_bundle_and_its_base_round_trips() -> None:
+    """From format 5 on, [base] alone makes a delta; 4 was a delta of format 3 only."""
+    info = replace(bundle_info(), base=BASE)
     data = dump_bundle_info(info)
-    assert data.startswith(f"format_version = {DELTA_FORMAT_VERSION}\n".encode())
+    assert data.startswith(f"format_version = {FORMAT_VERSION}\n".encode())
     assert b'[base]\nname = "demo"\nversion = "1"\n' in data
     assert load_bundle_info(data, source="t").base == BASE
     full = dump_bundle_info(bundle_info())
     assert b"[base]" not in full
     assert load_bundle_info(full, source="t").format_version == FORMAT_VERSION
+    four = data.replace(f"format_version = {FORMAT_VERSION}".encode(), b"format_version = 4")
+    assert load_bundle_info(four, source="t").format_version == DELTA_FORMAT_VERSION
 
 
 def test_base_and_format_must_agree() -> None:
     full = dump_bundle_info(bundle_info())
+    three = full.replace(f"format_version = {FORMAT_VERSION}".encode(), b"format_version = 3")
     with_base = (
-        full + b'\n[base]\nname = "demo"\nversion = "1"\nmanifest_sha256 = "' + (b"a" * 64 + b'"\n')
+        three
+        + b'\n[base]\nname = "demo"\nversion = "1"\nmanifest_sha256 = "'
+        + (b"a" * 64 + b'"\n')
     )
     with pytest.raises(BundleFormatError, match="needs format_version 4"):
         load_bundle_info(with_base, source="t")
-    four = full.replace(b"format_version = 3", b"format_version = 4")
+    four = three.replace(b"format_version = 3", b"format_version = 4")
     with pytest.raises(BundleFormatError, match=r"'base' is required in format 4"):
         load_bundle_info(four, source="t")
     bad = with_base.replace(b"format_version = 3", b"format_version = 4").replace(

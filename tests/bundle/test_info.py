@@ -20,6 +20,7 @@ from repro.bundle.info import (
     LaunchInfo,
     ModelRef,
     SourceInfo,
+    VaultNames,
     WorkspaceInfo,
     dump_bundle_info,
     load_bundle_info,
@@ -80,6 +81,7 @@ FULL = BundleInfo(
         ),
         ModelRef("llama", "target", total_bytes=10, file_count=1),
     ),
+    vault=VaultNames(("a-1-py3-none-any.whl", "b-2-py3-none-any.whl"), ("b-2-py3-none-any.whl",)),
 )
 
 MINIMAL = MINIMAL_BUNDLE_TOML
@@ -107,6 +109,22 @@ def test_dump_is_deterministic_and_sorts_small_files() -> None:
     text = data.decode()
     assert text.index('"config.json"') < text.index('"tokenizer.json"')
     assert text.startswith(f"format_version = {FORMAT_VERSION}\n")
+
+
+def test_vault_names_are_format_5_and_checked() -> None:
+    """[vault]: the wheels' file names ahead of them, for a reader of a stream."""
+    data = dump_bundle_info(FULL)
+    assert b'[vault]\nwheels = [\n    "a-1-py3-none-any.whl",' in data
+    three = data.replace(f"format_version = {FORMAT_VERSION}".encode(), b"format_version = 3")
+    assert "key 'vault' needs format_version 5" in error_of(three)
+    for change, expected in (
+        ((b'"a-1-py3-none-any.whl",', b'"../a.whl",'), "key 'vault.wheels' names no wheel file"),
+        ((b'"a-1-py3-none-any.whl",', b'"c-1-py3-none-any.whl",'), "must be sorted"),
+        ((b'index_serves = [\n    "b-2', b'index_serves = [\n    "z-2'), "which 'wheels' does not"),
+    ):
+        assert expected in error_of(data.replace(*change)), change
+    empty = dataclasses.replace(FULL, vault=None)
+    assert b"[vault]" not in dump_bundle_info(empty)
 
 
 def test_minimal_file_loads_with_defaults() -> None:

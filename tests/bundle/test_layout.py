@@ -57,7 +57,10 @@ def test_env_members_lie_under_env() -> None:
 def test_closing_members() -> None:
     assert layout.MANIFEST_NAMES == ("MANIFEST.sha256", "MANIFEST.sha256.sig")
     assert layout.SIGNATURE == layout.MANIFEST + ".sig"
-    assert layout.TRAILING_MEMBERS == ("env/sbom.cdx.json",)
+    # format 5: the lock files that list the vault wheels' sha256, then the SBOM
+    assert layout.TRAILING_MEMBERS == ("env/pylock.toml", "env/vault.toml", "env/sbom.cdx.json")
+    assert layout.trailing_members(5) == layout.TRAILING_MEMBERS
+    assert [layout.trailing_members(v) for v in (1, 2, 3, 4)] == [("env/sbom.cdx.json",)] * 4
 
 
 def test_at_joins_components(tmp_path: Path) -> None:

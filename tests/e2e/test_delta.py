@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from repro.bundle import layout
-from repro.bundle.delta import DELTA_FORMAT_VERSION, always_carried
-from repro.bundle.info import load_bundle_info
+from repro.bundle.delta import always_carried
+from repro.bundle.info import FORMAT_VERSION, load_bundle_info
 from repro.bundle.manifest import parse_manifest
 from repro.snapshot.pack import PackOptions, PackResult, pack
 from tests.snapshot.conftest import PYTHON_311, make_venv, pip
@@ -99,7 +99,7 @@ def test_the_delta_carries_the_changed_patch_and_the_metadata_only(deltas: Delta
     old = _manifest(deltas.old)
     assert manifest[SIX_PATCH] != old[SIX_PATCH]
     info = load_bundle_info(read_member(deltas.new, f"demo-2/{layout.BUNDLE_TOML}"), source="t")
-    assert info.format_version == DELTA_FORMAT_VERSION
+    assert info.format_version == FORMAT_VERSION  # [base] alone makes it a delta
     assert info.base is not None and (info.base.name, info.base.version) == ("demo", "1")
     old_manifest = read_member(deltas.old, f"demo-1/{layout.MANIFEST}")
     assert info.base.manifest_sha256 == hashlib.sha256(old_manifest).hexdigest()

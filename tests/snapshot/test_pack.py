@@ -556,19 +556,23 @@ def test_stdout_stream_equals_the_file(workspace_312: Path, tmp_path: Path) -> N
     assert streamed.stdout == archive.read_bytes()
 
 
-@pytest.mark.parametrize("compress", ["none", "zst"])
+@pytest.mark.parametrize("compress", ["none", "gz", "zst"])
 def test_wheels_all_to_a_file_equals_the_stream_and_lists_true_digests(
     workspace_312: Path, tmp_path: Path, compress: str
 ) -> None:
-    """To a file, the vault wheels' sha256 are taken as they are written and the lock
-    files before them filled in afterwards; to stdout they are hashed in a pass ahead.
-    Both give the same bytes, and the digests listed are those of the wheels."""
+    """To a file or to stdout, the vault wheels' sha256 are taken as they are written,
+    and the lock files that list them come after them (format 5: after every ordinary
+    member, before the SBOM and the manifest). Both give the same bytes, and the
+    digests listed are those of the wheels."""
     args = ("--version", "4", "--wheels", "all", "--offline", "--compress", compress)
     streamed = pack(str(workspace_312), "-o", "-", *args)
     assert streamed.returncode == 0, streamed.stderr.decode()
+    # no pass over the wheels before the writing (a delta's alone has one)
+    assert b"writing stdout" in streamed.stderr
+    assert b"vault wheel(s)" not in streamed.stderr, streamed.stderr.decode()
     archive = packed_ok(str(workspace_312), "-o", f"{tmp_path}/", *args)
     tree = extract(archive, tmp_path / "x")
-    if compress == "none":
+    if compress != "zst":
         assert streamed.stdout == archive.read_bytes()
     else:  # the same members, REPRODUCE.md included: it never names -o's file
         (tmp_path / "streamed.tar.zst").write_bytes(streamed.stdout)
@@ -586,6 +590,19 @@ def test_wheels_all_to_a_file_equals_the_stream_and_lists_true_digests(
         assert wheel["sha256"] == digest.hexdigest() == listed[wheel["filename"]]
     check = run_repro("check", str(archive))
     assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+    # the order GNU tar reads: the digest lists after env/wheels/ and files/, the
+    # wheels' names ahead of them in bundle.toml
+    flags = ["--zstd"] if compress == "zst" else []
+    listing = subprocess.run(["tar", *flags, "-tf", str(archive)], capture_output=True, check=True)
+    names = [n.split("/", 1)[1] for n in listing.stdout.decode().splitlines() if "/" in n]
+    names = [n for n in names if n and not n.endswith("/")]
+    assert names[-3:] == ["env/pylock.toml", "env/vault.toml", "MANIFEST.sha256"]
+    wheels_at = [i for i, n in enumerate(names) if n.startswith("env/wheels/")]
+    assert names.index("bundle.toml") < wheels_at[0] and wheels_at[-1] < len(names) - 3
+    info = _toml.loads((tree / "bundle.toml").read_text())
+    assert info["format_version"] == 5
+    assert info["vault"]["wheels"] == sorted(w["filename"] for w in wheels)
+    assert info["vault"]["index_serves"] == info["vault"]["wheels"]  # --wheels all
 
 
 def test_a_python_312_venv_packs_from_repro_on_311(workspace_312: Path, tmp_path: Path) -> None:

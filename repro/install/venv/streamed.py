@@ -7,13 +7,18 @@ makes the two add up, and writes the wheels' bytes to the disk once more than ne
 
 So, for a fresh target and the vault installer, each wheel is unpacked as soon as it is
 written into staging: into a venv prefix inside the staging area, with scripts pointed
-at the interpreter the venv will have at its final place. The wheel's digest (taken as
-it was written) must be one env/vault.toml lists for its pin, and, unless
---keep-bundle, the wheel file is removed once unpacked (before the page cache has
-written it back), the verification counting it by that digest. Nothing leaves staging
-before the manifest verifies and the preflight passes; then the venv is made at the
-target and the staged files are moved into it (`adopt`). A failure before that leaves
-the staging directory to be removed, as for any stream.
+at the interpreter the venv will have at its final place. Which wheels to take is
+chosen at the first wheel from the members before it: bundle.toml, env/requirements.lock
+and the wheels' names (format 5: bundle.toml's `[vault]`; before: env/vault.toml). The
+wheel's digest (taken as it was written) must be one env/vault.toml lists for its pin:
+checked at once where env/vault.toml came first (formats 1 to 4), else when it arrives,
+after the wheels (format 5: it is a trailing member, written once pack had hashed the
+wheels as it wrote them). Unless --keep-bundle, the wheel file is removed once unpacked
+(before the page cache has written it back), the verification counting it by that
+digest. Nothing leaves staging before the manifest verifies, every digest was checked
+and the preflight passes; then the venv is made at the target and the staged files are
+moved into it (`adopt`). A failure before that leaves the staging directory to be
+removed, as for any stream.
 
 Not used for a bundle whose signature must be checked (nothing of it is parsed before
 the signature is), for a dry run, for another installer, or for a target that exists.
@@ -35,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from packaging.utils import canonicalize_name
 
 from repro.bundle import layout
-from repro.bundle.info import load_bundle_info
+from repro.bundle.info import BundleInfo, load_bundle_info
 from repro.bundle.lock import read_requirements_lock
 from repro.bundle.vault import load_vault
 from repro.errors import InstallError
@@ -85,7 +90,8 @@ class _Plan:
     scheme: Scheme  # the staged prefix's directories, scripts pointed at the venv
     layout: dict[str, str]
     wanted: dict[str, str]  # wheel file name -> pin
-    hashes: dict[str, tuple[str, ...]]  # pin (normalized) -> sha256s vault.toml lists
+    # pin (normalized) -> sha256s vault.toml lists; None until it arrives (format 5)
+    hashes: dict[str, tuple[str, ...]] | None
     keep: frozenset[str]  # wheel file names never removed (the preflight inspects them)
 
 
@@ -104,6 +110,8 @@ class StreamedInstall:
     _consumed: set[str] = field(default_factory=set)
     # every destination of the wheels unpacked so far: a later wheel may not write one
     _claims: Claims = field(default_factory=Claims)
+    # the wheels taken before env/vault.toml arrived: (file name, pin, digest)
+    _unchecked: list[tuple[str, str, str]] = field(default_factory=list)
     _error: BaseException | None = None
     _failed: threading.Event = field(default_factory=threading.Event)
     _started: float = 0.0
@@ -132,7 +140,12 @@ class StreamedInstall:
         """A member was written (at `top / name`) and hashed: unpack it when it is a
         wheel this venv takes. Anything that keeps the plan from being made turns the
         streamed install off; the install then runs after the verification, as always."""
-        if self._off or not name.startswith(_WHEELS) or "/" in name[len(_WHEELS) :]:
+        if self._off:
+            return
+        if name == layout.VAULT_TOML:
+            self._vault_arrived(top)
+            return
+        if not name.startswith(_WHEELS) or "/" in name[len(_WHEELS) :]:
             return
         if self.prefix is None:
             self._off = True
@@ -152,15 +165,42 @@ class StreamedInstall:
         pin = self._plan.wanted.get(filename)
         if pin is None or self._failed.is_set():
             return
+        if self._plan.hashes is None:
+            self._unchecked.append((filename, pin, digest))
         assert self._pool is not None
         self._pool.submit(self._unpack, name, top / name, pin, digest)
 
+    def _vault_arrived(self, top: Path) -> None:
+        """env/vault.toml was written: the digests of the wheels taken before it (all of
+        them, in format 5) are checked against it now, before anything leaves staging."""
+        plan = self._plan
+        if plan is None or plan.hashes is not None:
+            return  # no wheel taken yet (formats 1 to 4: it comes first), or checked
+        try:
+            entries = load_vault(layout.at(top, layout.VAULT_TOML).read_bytes(), source="stream")
+        except Exception as exc:  # a bad list: nothing staged may be used
+            self._fail(exc)
+            return
+        plan.hashes = hashes_by_pin(entries)
+        for filename, pin, digest in self._unchecked:
+            problem = _unlisted(filename, pin, digest, plan.hashes)
+            if problem is not None:
+                self._fail(problem)
+                return
+        self._unchecked.clear()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = exc
+        self._failed.set()
+
     def _make_plan(self, top: Path) -> _Plan | None:
         """What to install where, from the members read so far (bundle.toml, the lock and
-        env/vault.toml come before the wheels), or None when it cannot be known."""
+        the wheels' names come before the wheels), or None when it cannot be known."""
         info = load_bundle_info(layout.at(top, layout.BUNDLE_TOML).read_bytes(), source="stream")
         lock = read_requirements_lock(layout.at(top, layout.REQUIREMENTS_LOCK))
-        entries = load_vault(layout.at(top, layout.VAULT_TOML).read_bytes(), source="stream")
+        names, keep, hashes = _vault_names(top, info)
         target = (self.options.target or Path.cwd() / info.top_dir).resolve()
         if not _fresh(target, self.options.replace):
             return None
@@ -169,9 +209,7 @@ class StreamedInstall:
             return None
         venv = venv_dir(target, info)
         described = describe_interpreter(python, prefix=venv)
-        wanted, missing = choose_wheel_names(
-            lock.pins, (e.filename for e in entries), supported_tags(described)
-        )
+        wanted, missing = choose_wheel_names(lock.pins, names, supported_tags(described))
         if missing:
             return None
         final = venv_scheme(venv / "bin" / "python", described)
@@ -190,8 +228,8 @@ class StreamedInstall:
             ),
             layout=relative_layout(described.scheme),
             wanted={filename: pin for pin, filename in wanted.items()},
-            hashes=hashes_by_pin(entries),
-            keep=frozenset(e.filename for e in entries if not e.index_serves),
+            hashes=hashes,
+            keep=keep,
         )
 
     def _staged(self, path: Path, venv: Path) -> Path:
@@ -204,11 +242,10 @@ class StreamedInstall:
         try:
             if self._failed.is_set():
                 return
-            if digest not in plan.hashes.get(canonicalize_name(pin), ()):
-                raise InstallError(
-                    f"{wheel.name}: sha256 {digest} is not the one {layout.VAULT_TOML} "
-                    f"lists for {pin}"
-                )
+            hashes = plan.hashes
+            problem = None if hashes is None else _unlisted(wheel.name, pin, digest, hashes)
+            if problem is not None:
+                raise problem
             # planned (central directory only) and its destinations claimed before a
             # byte is written: two wheels of the stream writing one path are refused
             # whichever arrives first
@@ -226,10 +263,7 @@ class StreamedInstall:
                     self._consumed.add(name)
                 self._finished = time.monotonic()
         except BaseException as exc:
-            with self._lock:
-                if self._error is None:
-                    self._error = exc
-            self._failed.set()
+            self._fail(exc)
 
     def cancel(self) -> None:
         """The stream failed or was interrupted: wheels not yet started are dropped, those
@@ -260,6 +294,11 @@ class StreamedInstall:
         if plan is None:
             return None
         error = self._error
+        if error is None and plan.hashes is None:
+            error = InstallError(
+                f"the stream held no {layout.VAULT_TOML}: the sha256 of the wheels unpacked "
+                "while it streamed in cannot be checked"
+            )
         if error is None:
             unpacked = {(i.name, i.version) for i in self._installed}
             if len(unpacked) != len(plan.wanted):
@@ -289,6 +328,40 @@ class StreamedInstall:
                 hint="free the space or fix the cause, then run unpack again",
             ) from error
         raise error
+
+
+def _vault_names(
+    top: Path, info: BundleInfo
+) -> tuple[tuple[str, ...], frozenset[str], dict[str, tuple[str, ...]] | None]:
+    """The vault's wheel file names, those never removed (no index serves them: the
+    preflight inspects them) and, where env/vault.toml came before the wheels (formats
+    1 to 4), each pin's listed sha256; in format 5 those come after the wheels (None
+    until then)."""
+    vault = layout.at(top, layout.VAULT_TOML)
+    if info.format_version >= layout.TRAILING_LOCKS_FROM_FORMAT:
+        names = info.vault.wheels if info.vault is not None else ()
+        kept = info.vault.index_serves if info.vault is not None else ()
+        hashes = None
+        if vault.is_file():  # not where pack puts it, but the manifest will judge that
+            hashes = hashes_by_pin(load_vault(vault.read_bytes(), source="stream"))
+        return names, frozenset(names) - frozenset(kept), hashes
+    entries = load_vault(vault.read_bytes(), source="stream")
+    return (
+        tuple(e.filename for e in entries),
+        frozenset(e.filename for e in entries if not e.index_serves),
+        hashes_by_pin(entries),
+    )
+
+
+def _unlisted(
+    filename: str, pin: str, digest: str, hashes: Mapping[str, tuple[str, ...]]
+) -> InstallError | None:
+    """The error for a wheel whose digest env/vault.toml does not list for its pin."""
+    if digest in hashes.get(canonicalize_name(pin), ()):
+        return None
+    return InstallError(
+        f"{filename}: sha256 {digest} is not the one {layout.VAULT_TOML} lists for {pin}"
+    )
 
 
 def _fresh(target: Path, replace: bool) -> bool:

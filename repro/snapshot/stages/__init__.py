@@ -2,7 +2,7 @@
 
 Each stage is a function from frozen inputs to a frozen result; the speed tricks stay
 inside the stage that owns them (background jobs started by `probe`, the scan cache in
-`scanning`, the vault wheels' deferred digests in `vaulting` and `locks`).
+`scanning`, the vault wheels' digests taken as they are written in `locks`).
 
     options    PackOptions, PackResult, where the cache lives
     probe      the workspace's config and interpreter, the probe's facts, background jobs

@@ -4,9 +4,10 @@ already holds, byte for byte, taken out of the archive.
 `open_base` reads OLD's bundle.toml and MANIFEST.sha256 (`repro.archive.deltabase`),
 before the long part of the pack, and refuses a base of another name. `subtract` takes
 every assembled member's sha256 ahead (the bytes, the files, the vault wheels' digests,
-which a delta never defers: `Target.delta`) and drops each one OLD lists with the same
-digest, unless it is metadata (`repro.bundle.delta.always_carried`). The dropped ones
-stay in the manifest (`Assembled.listed`), which is the new bundle's complete one.
+which a delta hashes in a pass of their own: `Target.delta`) and drops each one OLD
+lists with the same digest, unless it is metadata (`repro.bundle.delta.always_carried`).
+The dropped ones stay in the manifest (`Assembled.listed`), which is the new bundle's
+complete one.
 """
 
 from __future__ import annotations
@@ -84,6 +85,6 @@ def _digest_ahead(content: Content) -> str | None:
     parallel by `subtract`) and for what is made while writing (always carried)."""
     if isinstance(content, bytes):
         return sha256_bytes(content)
-    if isinstance(content, Streamed) and not content.deferred:
+    if isinstance(content, Streamed):
         return content.sha256
     return None

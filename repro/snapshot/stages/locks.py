@@ -2,15 +2,16 @@
 env/requirements.lock) and those that list the vault wheels' sha256 (env/pylock.toml,
 env/vault.toml).
 
-Where the vault's digests are deferred (`Vaulted.deferred`), pylock.toml and vault.toml
-are written with placeholders of the same length and `Locks.fill` renders them again
-with the digests the writing took.
+The wheels' sha256 are taken as the wheels are written, so pylock.toml and vault.toml
+are `Generated` members: trailing members in canonical order (format 5), rendered from
+the digests of env/wheels/ once the wheels are in the archive (or, for a delta's wheels
+its base holds, from the digests its manifest lists).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from packaging.utils import canonicalize_name
 
@@ -22,13 +23,12 @@ from repro.snapshot.facts.indexcheck import IndexReport
 from repro.snapshot.stages.probe import Environment, Probed, Start
 from repro.snapshot.stages.vaulting import Selected, Vaulted
 from repro.snapshot.vault.build import VaultReport, VaultWheel
-from repro.snapshot.write.bundle import Fill, Reserved
+from repro.snapshot.write.bundle import Generated
 
 
 @dataclass(frozen=True)
 class Locks:
-    members: Mapping[str, bytes | Reserved]
-    fill: Fill | None  # the deferred members' final bytes, from the digests taken
+    members: Mapping[str, bytes | Generated]
     warnings: tuple[str, ...]
 
 
@@ -47,7 +47,7 @@ def locks(
     if vault.index is not None:
         for dist_name, files in vault.index.found.items():
             hashes[dist_name] = sorted({f.sha256 for f in files if f.sha256})
-    members: dict[str, bytes | Reserved] = {
+    members: dict[str, bytes | Generated] = {
         layout.PIP_FREEZE: freeze_from(probed.freeze.result(), start.python, facts).text.encode(),
         layout.REQUIREMENTS_LOCK: render_requirements_lock(
             env.pins, env.indexes, hashes=hashes or None
@@ -65,16 +65,16 @@ def locks(
             f"index or vault file is known for {', '.join(unlisted)} (requirements.lock "
             "pins them; pack online, with --check-index or --wheels all for all of them)"
         )
-    for rel, data in listing.render(vaulted.digests).items():
-        members[rel] = Reserved(data) if vaulted.deferred else data
-    fill = None
-    if vaulted.deferred:
-        placeholders = vaulted.digests
+    # made once the wheels are written; rendered now with a stand-in for each digest, so
+    # that a lock that does not validate (render_pylock) stops the pack before a byte
+    # is written rather than after the wheels
+    listing.render([_STAND_IN] * len(vault.wheels))
+    for rel in (layout.PYLOCK, layout.VAULT_TOML):
+        members[rel] = Generated(listing.renderer(rel))
+    return Locks(members, tuple(warnings))
 
-        def fill(taken: Mapping[str, str]) -> Mapping[str, bytes]:
-            return listing.render([taken[p] for p in placeholders])
 
-    return Locks(members, fill, tuple(warnings))
+_STAND_IN = "0" * 64  # a sha256's length and form, never written
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,24 @@ class _VaultLocks:
     pins: Sequence[Pin]
     indexes: IndexConfig
     requires_python: str
+    # both files, by the digests they were rendered with: one rendering serves both members
+    _rendered: dict[tuple[str, ...], dict[str, bytes]] = field(default_factory=dict)
+
+    def renderer(self, member: str) -> Callable[[Mapping[str, str], Mapping[str, bytes]], bytes]:
+        """`member`'s `Generated.render`: the file, from the digests of the wheels written."""
+
+        def render(digests: Mapping[str, str], _made: Mapping[str, bytes]) -> bytes:
+            taken = tuple(digests[layout.wheel(w.filename)] for w in self.vault.wheels)
+            if taken not in self._rendered:
+                self._rendered[taken] = self.render(taken)
+            return self._rendered[taken][member]
+
+        return render
 
     def render(self, digests: Sequence[str]) -> dict[str, bytes]:
-        """Both files with `digests` (one per vault wheel, in order) as the wheels' sha256;
-        placeholders of 64 characters give files of the final length. A vaulted pin is
-        listed with its vault wheels only, so that an offline install takes those."""
+        """Both files with `digests` (one per vault wheel, in order) as the wheels' sha256.
+        A vaulted pin is listed with its vault wheels only, so that an offline install
+        takes those."""
         wheels = [replace(w, sha256=d) for w, d in zip(self.vault.wheels, digests, strict=True)]
         files, index_of = self._files(wheels)
         pylock = render_pylock(

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 from repro import __version__
 from repro.archive.writer import source_date_epoch
 from repro.bundle import layout
-from repro.bundle.delta import DELTA_FORMAT_VERSION, BaseRef
+from repro.bundle.delta import BaseRef
 from repro.bundle.environment import EnvironmentFacts
-from repro.bundle.info import BundleInfo, dump_bundle_info
+from repro.bundle.info import BundleInfo, VaultNames, dump_bundle_info
 from repro.bundle.manifest import ProgressSink
 from repro.bundle.patchset import dump_patchset
+from repro.bundle.vault import ALL_WHEELS_REASON
 from repro.redaction import scrub_text
 from repro.snapshot.facts.requirements import UnmetRequirement, describe_unmet
 from repro.snapshot.scan.compare import ScanReport
@@ -41,7 +42,7 @@ from repro.snapshot.stages.report import pack_report
 from repro.snapshot.stages.scanning import Patched
 from repro.snapshot.stages.vaulting import Vaulted
 from repro.snapshot.stages.workspace import WorkspaceParts
-from repro.snapshot.write.bundle import Fill, Generated, Members, write_bundle
+from repro.snapshot.write.bundle import Generated, Members, write_bundle
 from repro.snapshot.write.reproduce import render_reproduce, render_setup_env
 
 if TYPE_CHECKING:
@@ -56,7 +57,6 @@ class Assembled:
     members: Members
     info: BundleInfo
     epoch: int  # every member's mtime
-    fill: Fill | None  # the reserved members' final bytes (stage `locks`)
     warnings: tuple[str, ...]  # sorted, each once, no credential in any
     unmet: tuple[UnmetRequirement, ...]
     # a delta (stage `delta`): the members taken from the base, by digest, and a summary
@@ -114,9 +114,19 @@ def assemble(
     info = info_stage.describe_bundle(
         target, start.config, facts, workspace, start.options.source, epoch
     )
+    wheels = vaulted.report.wheels
+    if wheels:
+        # the wheels' names ahead of them, for a reader of a stream (env/vault.toml follows)
+        info = replace(
+            info,
+            vault=VaultNames(
+                tuple(sorted(w.filename for w in wheels)),
+                tuple(sorted(w.filename for w in wheels if w.reason == ALL_WHEELS_REASON)),
+            ),
+        )
     tool_epoch = epoch
     if base is not None:
-        info = replace(info, base=base[0], format_version=DELTA_FORMAT_VERSION)
+        info = replace(info, base=base[0])
         tool_epoch = _epoch_of(base[1])
     members.add(layout.BUNDLE_TOML, dump_bundle_info(info))
     # the canonical name, never -o's: the archive's bytes do not depend on -o
@@ -162,7 +172,7 @@ def assemble(
     members.add(layout.PACK_REPORT, pack_report(scan, warnings, unmet, left_out))
     if start.options.sbom:
         _add_sbom(members)
-    return Assembled(members, info, epoch, locks.fill, tuple(warnings), unmet)
+    return Assembled(members, info, epoch, tuple(warnings), unmet)
 
 
 def write(
@@ -182,7 +192,6 @@ def write(
         mtime=assembled.epoch,
         compression=target.compression,
         sign=start.options.sign,
-        fill=assembled.fill,
         jobs=start.options.jobs,
         progress=progress,
         listed=assembled.listed,
@@ -228,13 +237,14 @@ def _add_kernel_sources(members: Members, sources: KernelSources) -> None:
 
 def _add_sbom(members: Members) -> None:
     """env/sbom.cdx.json, made once every other member is written: from their bytes (the
-    lock files' as filled in) and digests, as `repro sbom` makes it from the bundle."""
+    lock files' as rendered before it) and digests, as `repro sbom` makes it from the
+    bundle."""
     from repro.bundle.sbom import SBOM_MEMBER, render_sbom  # cyclonedx: only when asked for
 
     written = {rel: c for rel, c in members.items.items() if isinstance(c, bytes)}
 
-    def render(digests: Mapping[str, str], filled: Mapping[str, bytes]) -> bytes:
-        return render_sbom({**written, **filled}, digests)
+    def render(digests: Mapping[str, str], made: Mapping[str, bytes]) -> bytes:
+        return render_sbom({**written, **made}, digests)
 
     members.add(SBOM_MEMBER, Generated(render))
 

@@ -14,7 +14,7 @@ from repro.bundle.environment import EnvironmentFacts
 from repro.config import Config
 from repro.errors import UsageError
 from repro.snapshot.stages.options import PackOptions
-from repro.snapshot.write.bundle import can_defer_digests
+from repro.snapshot.write.bundle import can_leave_holes
 
 SUFFIX: dict[Compression, str] = {"none": ".tar", "gz": ".tar.gz", "zst": ".tar.zst"}
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
@@ -58,9 +58,11 @@ class Target:
         return f"{self.name}-{self.version}"
 
     @property
-    def can_defer_digests(self) -> bool:
-        """Whether the writing can take the vault wheels' sha256 and fill them in after."""
-        return not self.delta and can_defer_digests(self.output, self.compression)
+    def can_leave_holes(self) -> bool:
+        """Whether the vault wheels are written into holes (`write.bundle.can_leave_holes`),
+        where the sha256 the scan left to the writing are checked; never for a delta,
+        which takes every digest ahead."""
+        return not self.delta and can_leave_holes(self.output, self.compression)
 
 
 def target(options: PackOptions, config: Config, facts: EnvironmentFacts) -> Target:

@@ -76,7 +76,7 @@ def scan(
         jobs=options.jobs,
         crc_for=selection.rebuilt,
         known=known,
-        defer_sha_from=DEFER_SHA_FROM if defer and target.can_defer_digests else None,
+        defer_sha_from=DEFER_SHA_FROM if defer and target.can_leave_holes else None,
     )
     if not options.rehash:
         say(f"  {known.hits} of {report.files_checked} files unchanged since the last pack")

@@ -1,10 +1,11 @@
 """Stages `select` and `plan`: which wheels the bundle carries in env/wheels, and how
 each is made (a wheel file at hand, a download, or rebuilt from the installed files).
 
-The wheels' sha256 are this module's trick: into a bundle file, `plan` gives
-placeholders (`Vaulted.deferred`) that the writing replaces with the digests it takes as
-it streams each wheel (`locks` renders the files that list them again); into a pipe or
-through gzip, they are hashed here in a pass of their own.
+No wheel is read here for its sha256: the writing takes it as each wheel passes into
+the tar, in every mode, and the lock files that list the digests are rendered from those
+once the wheels are written (stage `locks`; they are trailing members). Only a delta
+hashes its wheels here, in a pass of their own: whether it carries a wheel at all
+depends on its digest (stage `delta`).
 """
 
 from __future__ import annotations
@@ -53,9 +54,10 @@ class Selected:
 @dataclass(frozen=True)
 class Vaulted:
     entries: tuple[PlannedWheel, ...]
-    report: VaultReport  # its wheels' sha256: `digests`
-    digests: tuple[str, ...]  # one per entry: its sha256, or a placeholder when deferred
-    deferred: bool  # the writing takes the sha256 and fills them in
+    # its wheels' sha256 where taken ahead (`hashed`, a delta); else "": the writing takes
+    # them, and the lock files are rendered from those (`Locks`)
+    report: VaultReport
+    hashed: bool
     warnings: tuple[str, ...]
 
     def members(self) -> dict[str, Streamed]:
@@ -64,9 +66,8 @@ class Vaulted:
             layout.wheel(wheel.filename): Streamed(
                 entry.plan.zip if entry.plan is not None else None,
                 entry.size if entry.plan is None else entry.plan.size,
-                wheel.sha256,
+                wheel.sha256 if self.hashed else None,
                 entry.path,
-                deferred=self.deferred,
             )
             for entry, wheel in zip(self.entries, self.report.wheels, strict=True)
         }
@@ -104,9 +105,9 @@ def plan(
     target: Target,
     say: Progress,
 ) -> Vaulted:
-    """Plan every wheel (a rebuilt one from the scan's results, which it consumes), check
-    the files whose sha256 the scan left to the writing where no wheel writes them, and
-    take the wheels' sha256 (or placeholders the writing fills in)."""
+    """Plan every wheel (a rebuilt one from the scan's results, which it consumes) and
+    check the files whose sha256 the scan left to the writing where no wheel writes
+    them; for a delta, take the wheels' sha256."""
     options = start.options
     say(f"planning the wheel vault (--wheels {options.wheels})")
     scheme = env.scheme.result() if env.scheme is not None else None
@@ -122,12 +123,12 @@ def plan(
         consume=True,
     )
     _check_deferred_not_written(scan, vault_plan.entries, jobs=options.jobs)
-    # Written to a file, the wheels' sha256 are taken on their way into the tar and
-    # the lock files that list them are filled in afterwards; else a pass of its own.
-    deferred = target.can_defer_digests and bool(vault_plan.entries)
-    if deferred:
-        digests = [f"{index:064x}" for index in range(len(vault_plan.entries))]
-    else:
+    # The wheels' sha256 are taken on their way into the tar, and the lock files that
+    # list them follow the wheels; a delta needs them first, to leave out the wheels
+    # its base holds.
+    hashed = target.delta and bool(vault_plan.entries)
+    digests = [""] * len(vault_plan.entries)
+    if hashed:
         say(f"hashing {len(vault_plan.entries)} vault wheel(s)")
         digests = hash_vault(vault_plan.entries, jobs=options.jobs)
     report = VaultReport(
@@ -142,7 +143,7 @@ def plan(
             "at hand (pass --pristine, or pack where the original wheel can be downloaded)"
             for path in carrier.carried
         ]
-    return Vaulted(tuple(vault_plan.entries), report, tuple(digests), deferred, tuple(warnings))
+    return Vaulted(tuple(vault_plan.entries), report, hashed, tuple(warnings))
 
 
 def indexes_list(indexes: IndexConfig) -> list[str]:

@@ -3,12 +3,13 @@
 Into a bundle file, each vault wheel is laid out as its tar header and a hole of its
 planned size, and a pool of threads writes the wheels into their holes, largest first,
 hashing each as it is written (`repro.archive.memberfill`): every installed file is read once
-here. The lock files that list the wheels' sha256 sort before the wheels: they are
-written with placeholders of the same length and filled in once the wheels are written.
-Into a pipe or through gzip, the wheels are streamed in order and their digests taken
-ahead, in a pass of their own (`vault.hash_vault`); threads read the wheels' bytes
-ahead of the tar writer, a bounded number of segments at a time
-(`repro.archive.readahead`). Both give the same bytes.
+here. Into a pipe or through gzip, the wheels are streamed in order, hashed as they pass
+into the tar; threads read the wheels' bytes ahead of the tar writer, a bounded number
+of segments at a time (`repro.archive.readahead`). Either way no wheel is read before
+the writing: the lock files that list the wheels' sha256 (env/pylock.toml,
+env/vault.toml) are `Generated` members, which sort after every other member (format
+5, docs/bundle-format.md section 3.2) and are rendered from the digests the writing
+took. Both give the same bytes.
 """
 
 from __future__ import annotations
@@ -45,39 +46,32 @@ from repro.wheel.zipwriter import ZipPlan
 @dataclass(frozen=True)
 class Streamed:
     """A vault wheel: a rebuilt wheel's plan (streamed from the installed files), or a
-    wheel file. `sha256` is its digest taken ahead (a wheel file is checked against it);
-    with `deferred`, a placeholder that the digest taken while writing replaces."""
+    wheel file. Its sha256 is taken as it is written; `sha256`, where it was taken
+    ahead (a delta decides by it what to carry), is what the bytes written must give."""
 
     plan: ZipPlan | None
     size: int
-    sha256: str
+    sha256: str | None = None
     path: Path | None = None
-    deferred: bool = False
-
-
-@dataclass(frozen=True)
-class Reserved:
-    """A member written with placeholder digests, filled in after the members it names."""
-
-    placeholder: bytes
 
 
 @dataclass(frozen=True)
 class Generated:
-    """A member made from all the others once they are written (the SBOM, a trailing
-    member in canonical order): `render` gets the sha256 of every member written and
-    the final bytes of the reserved ones."""
+    """A member made once the others are written (a trailing member in canonical
+    order: the lock files that list the vault wheels' sha256, the SBOM): `render` gets
+    the sha256 of every member written (and of those the manifest lists that the
+    archive does not carry) and the bytes of the generated members made before it."""
 
     render: Callable[[Mapping[str, str], Mapping[str, bytes]], bytes]
 
 
-Content = Path | bytes | Streamed | Reserved | Generated
-# placeholder -> the sha256 taken while writing; returns the final bytes of each Reserved
-Fill = Callable[[Mapping[str, str]], Mapping[str, bytes]]
+Content = Path | bytes | Streamed | Generated
 
 
-def can_defer_digests(output: Path | None, compression: Compression) -> bool:
-    """Whether `write_bundle` can fill reserved members in: a file, not through gzip."""
+def can_leave_holes(output: Path | None, compression: Compression) -> bool:
+    """Whether `write_bundle` writes the vault wheels into holes that threads fill
+    (`repro.archive.memberfill`, which also checks the files whose sha256 the scan left
+    to the writing): a file, not through gzip."""
     return output is not None and compression != "gz"
 
 
@@ -121,8 +115,7 @@ class Writeback:
     what was added to the file since, so the disk works while the pack still reads and
     hashes, and the fsync at the end finds little left (it took as long as the writing
     itself on a host whose page cache holds a whole bundle: nothing reached the disk
-    before it). A file region rewritten later (reserved lock files) is simply
-    written again by the fsync."""
+    before it)."""
 
     def __init__(self, fd: int, interval: float = 0.25) -> None:
         self.started = 0  # bytes handed to the kernel's writeback so far
@@ -193,7 +186,6 @@ def stream_members(
     mtime: int,
     compression: Compression,
     sign: Path | None,
-    fill: Fill | None = None,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     listed: Mapping[str, str] | None = None,
@@ -216,7 +208,6 @@ def stream_members(
         DeterministicTarWriter(out, top=top, mtime=mtime, compression=compression) as writer,
         contextlib.ExitStack() as stack,
     ):
-        taken: dict[str, str] = {}
         target = writer.hole_target()
         ahead: ReadAhead | None = None
         if target is None:
@@ -239,11 +230,7 @@ def stream_members(
                 holes.append(Hole(rel, offset, content.size, _pieces(content)))
                 continue  # its bytes count once written into the hole
             elif isinstance(content, Streamed):
-                digest = _add_streamed(writer, rel, content, ahead)
-                if content.deferred:
-                    taken[content.sha256] = digest
-            elif isinstance(content, Reserved):
-                writer.reserve(rel, content.placeholder, executable=executable)
+                _add_streamed(writer, rel, content, ahead)
             else:
                 writer.add_bytes(rel, content, executable=executable)
             advance(sizes.get(rel, 0))
@@ -264,22 +251,17 @@ def stream_members(
                     for rel, digest in filled:
                         content = members.items[rel]
                         assert isinstance(content, Streamed)
-                        if content.deferred:
-                            taken[content.sha256] = digest
-                        elif digest != content.sha256:
+                        if content.sha256 is not None and digest != content.sha256:
                             raise _changed_wheel(content, rel)
                         writer.settle(rel, digest)
                         advance(content.size)
             except OSError as exc:
                 raise InputError(f"cannot write archive {top}: {exc.strerror or exc}") from exc
-        filled_in: Mapping[str, bytes] = {}
-        if fill is not None:
-            filled_in = fill(taken)
-            for rel, data in filled_in.items():
-                writer.fill(rel, data)
+        made: dict[str, bytes] = {}
         for rel, content in generated:
-            data = content.render({**writer.digests, **(listed or {})}, filled_in)
+            data = content.render({**writer.digests, **(listed or {})}, made)
             writer.add_bytes(rel, data, executable=rel in members.executable)
+            made[rel] = data
             advance(len(data))
         manifest = format_manifest({**writer.digests, **(listed or {})}.items())
         writer.add_bytes(MANIFEST_NAME, manifest)
@@ -296,8 +278,6 @@ def content_size(content: Content) -> int:
         return content.stat().st_size
     if isinstance(content, Streamed):
         return content.size
-    if isinstance(content, Reserved):
-        return len(content.placeholder)
     if isinstance(content, Generated):
         return 0  # counted once made, as the manifest is
     return len(content)
@@ -330,7 +310,7 @@ def _pieces(content: Streamed) -> Iterator[Piece]:
 def _changed_wheel(content: Streamed, rel: str) -> InputError:
     return InputError(
         f"{content.path or rel} changed while it was packed (its sha256 is not the one "
-        "recorded in the lock files)",
+        "taken before the writing)",
         hint="stop whatever writes to it and pack again",
     )
 
@@ -338,14 +318,15 @@ def _changed_wheel(content: Streamed, rel: str) -> InputError:
 def _add_streamed(
     writer: DeterministicTarWriter, rel: str, content: Streamed, ahead: ReadAhead | None
 ) -> str:
-    """Add a vault wheel through the tar stream (a pipe or gzip); return its sha256."""
-    known = None if content.deferred else content.sha256
+    """Add a vault wheel through the tar stream (a pipe or gzip), hashed as it passes;
+    return its sha256."""
     if content.plan is not None:
         assert ahead is not None
-        return writer.add_stream(rel, content.size, ahead.chunks(rel), digest=known)
-    assert content.path is not None
-    digest = writer.add_file(rel, content.path)
-    if known is not None and digest != known:
+        digest = writer.add_stream(rel, content.size, ahead.chunks(rel))
+    else:
+        assert content.path is not None
+        digest = writer.add_file(rel, content.path)
+    if content.sha256 is not None and digest != content.sha256:
         raise _changed_wheel(content, rel)
     return digest
 
@@ -358,7 +339,6 @@ def write_bundle(
     mtime: int,
     compression: Compression,
     sign: Path | None = None,
-    fill: Fill | None = None,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     listed: Mapping[str, str] | None = None,
@@ -374,7 +354,6 @@ def write_bundle(
             mtime=mtime,
             compression=compression,
             sign=sign,
-            fill=fill,
             jobs=jobs,
             progress=progress,
             listed=listed,

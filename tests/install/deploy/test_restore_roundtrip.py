@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from repro._toml import loads as toml_loads
+from repro.bundle.info import FORMAT_VERSION
 from repro.snapshot.workspace.leftout import MAX_CARRIED_FILE
 from tests.conftest import unpacked_venv
 from tests.install.test_unpack import build_workspace, site_packages
@@ -108,7 +109,7 @@ def test_pack_without_repro_toml_carries_what_init_proposes(packed: Packed) -> N
     assert "dflash-1/models/drafter/README.md" in names
     assert not any("safetensors" in n or "corpus" in n for n in names)
     info = toml_loads(member(packed.bundle, "bundle.toml").decode())
-    assert info["format_version"] == 3
+    assert info["format_version"] == FORMAT_VERSION
     assert info["workspace"] == {"venv": ".venv"}
     (drafter,) = info["models"]
     # relative to the workspace, not to the directory pack ran in

@@ -194,7 +194,7 @@ def test_a_link_planted_inside_the_extractors_staging_between_members(
     tmp_path: Path,
 ) -> None:
     """`repro unpack -` fed up to the `services/` member (the reader reads ahead in
-    chunks: env/vault.toml is written by then), then held: a link to the attacker's
+    chunks: env/requirements.lock is written by then), then held: a link to the attacker's
     directory is planted at `services`, a directory the extractor has not made yet,
     inside its staging tree. The extractor opens every component with O_NOFOLLOW: the
     run ends (exit 2) naming the link, nothing lands in the attacker's
@@ -213,12 +213,12 @@ def test_a_link_planted_inside_the_extractors_staging_between_members(
         proc.stdin.write(data[:cut])
         proc.stdin.flush()
 
-        def vault_written() -> Path | None:
-            written = parent.glob("..repro-unpack-*.staging-*/demo-1/env/vault.toml")
+        def lock_written() -> Path | None:
+            written = parent.glob("..repro-unpack-*.staging-*/demo-1/env/requirements.lock")
             found = next(iter(written), None)
             return found.parent.parent if found is not None else None
 
-        top = _wait(vault_written, proc, log)
+        top = _wait(lock_written, proc, log)
         assert not (top / "services").exists()
         (top / "services").symlink_to(attacker)
         with contextlib.suppress(BrokenPipeError), proc.stdin:

@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from repro._toml import loads as toml_loads
 from repro.archive.writer import write_directory
+from repro.bundle.info import FORMAT_VERSION
+from repro.bundle.layout import trailing_members
 from repro.bundle.manifesttree import write_manifest
 from repro.errors import EXIT_INSTALL, EXIT_INVALID
 from tests.conftest import SIGINT_DEFAULT
@@ -159,9 +162,15 @@ def test_keep_bundle_keeps_every_wheel_of_a_streamed_unpack(
     assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
 
 
-def _rewritten(source: Path, dest: Path, change: Callable[[Path], None]) -> Path:
+def _rewritten(
+    source: Path,
+    dest: Path,
+    change: Callable[[Path], None],
+    trailing: tuple[str, ...] = trailing_members(FORMAT_VERSION),
+) -> Path:
     """The bundle extracted by tar, changed, its manifest made again and archived by
-    repro's own writer: a bundle that verifies and says something else."""
+    repro's own writer (in the member order `trailing` gives): a bundle that verifies
+    and says something else."""
     work = dest.parent / "rewrite"
     work.mkdir()
     subprocess.run(["tar", "xf", str(source), "-C", str(work)], check=True)
@@ -170,7 +179,7 @@ def _rewritten(source: Path, dest: Path, change: Callable[[Path], None]) -> Path
     (top / "MANIFEST.sha256").unlink()
     write_manifest(top)
     with dest.open("wb") as out:
-        write_directory(top, out, top=top.name, mtime=0)
+        write_directory(top, out, top=top.name, mtime=0, trailing=trailing)
     return dest
 
 
@@ -184,7 +193,10 @@ def test_a_wheel_unlike_its_vault_entry_fails_the_same_streamed_or_not(
     tmp_path: Path,
 ) -> None:
     """six's wheel with a zip comment added (still a valid wheel, other bytes) and the
-    manifest made again: verification passes, the vault list's sha256 does not."""
+    manifest made again: verification passes, the vault list's sha256 does not. In
+    format 5 that list (env/vault.toml) arrives after the wheels, which were unpacked
+    into staging by then: it is checked before anything leaves staging, and the
+    target is never made."""
 
     def change(top: Path) -> None:
         wheel = _six_wheel(top)
@@ -194,6 +206,11 @@ def test_a_wheel_unlike_its_vault_entry_fails_the_same_streamed_or_not(
         wheel.write_bytes(bytes(data) + b"edit")
 
     changed = _rewritten(bundle, tmp_path / "changed.tar", change)
+    names = _member_names(changed)
+    assert names.index("env/vault.toml") > max(
+        i for i, n in enumerate(names) if n.startswith("env/wheels/")
+    )
+    (tmp_path / "s").mkdir()
     streamed = unpack_streamed(changed, tmp_path / "s" / "demo")
     from_file = run_repro(
         "unpack", str(changed), "--target", str(tmp_path / "f" / "demo"), *UNPACK_ARGS
@@ -203,6 +220,47 @@ def test_a_wheel_unlike_its_vault_entry_fails_the_same_streamed_or_not(
         assert result.returncode == EXIT_INSTALL, err
         assert "six-1.16.0-py2.py3-none-any.whl: sha256" in err, err
         assert "is not the one env/vault.toml lists for six" in err, err
+    assert list((tmp_path / "s").iterdir()) == []  # no target, no staging left
+
+
+def _member_names(archive: Path) -> list[str]:
+    """The files of `archive` in the order GNU tar reads them, below the top directory."""
+    listing = subprocess.run(["tar", "-tf", str(archive)], capture_output=True, check=True)
+    names = [line.split("/", 1)[1] for line in listing.stdout.decode().splitlines()]
+    return [name for name in names if name and not name.endswith("/")]
+
+
+def _as_format_3(top: Path) -> None:
+    """bundle.toml said format 3 again: no [vault] names (env/vault.toml comes first)."""
+    path = top / "bundle.toml"
+    document = toml_loads(path.read_text())
+    assert document.pop("format_version") == FORMAT_VERSION
+    assert document.pop("vault")["wheels"]
+    path.write_bytes(tomli_w.dumps({"format_version": 3, **document}).encode())
+
+
+def test_a_format_3_stream_is_still_unpacked_while_it_streams_in(
+    bundle: Path,  # noqa: F811
+    from_file: Reference,
+    tmp_path: Path,
+) -> None:
+    """A bundle of before: the lock files before the wheels, their digests checked as
+    each wheel arrives; it unpacks streamed, to the tree an unpack of the file leaves."""
+    old = _rewritten(bundle, tmp_path / "old.tar", _as_format_3, trailing=trailing_members(3))
+    names = _member_names(old)
+    assert names.index("env/vault.toml") < names.index(
+        next(n for n in names if n.startswith("env/wheels/"))
+    )
+    target = from_file.target
+    try:
+        result = unpack_streamed(old, target)
+        assert result.returncode == 0, result.stderr.decode()
+        assert "unpacked by repro while the bundle streamed in" in result.stderr.decode()
+        assert install_facts(target)["streamed"] is True
+        assert not (target / ".repro/bundle/env/wheels").exists()
+        assert sorted(p.name for p in target.parent.iterdir()) == ["demo"]
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def test_a_tampered_stream_is_refused_and_leaves_nothing(

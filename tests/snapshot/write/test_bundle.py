@@ -1,8 +1,10 @@
-"""The bundle writer: vault wheels written into holes of the tar and hashed by a pool,
-lock files filled in afterwards. Real files, real plans, a real tar on disk."""
+"""The bundle writer: vault wheels written into holes of the tar and hashed by a pool
+(or streamed through a pipe, hashed as they pass), the lock files that list their
+digests made after them. Real files, real plans, a real tar on disk."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import os
@@ -10,20 +12,21 @@ import sys
 import tarfile
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from repro.archive import memberfill
+from repro.archive.common import Compression
 from repro.archive.writer import DeterministicTarWriter, member_order
 from repro.bundle.manifest import format_manifest
 from repro.crc import crc32
 from repro.errors import InputError, UsageError
 from repro.snapshot.write.bundle import (
+    Generated,
     Members,
-    Reserved,
     Streamed,
     stream_members,
     write_bundle,
@@ -59,6 +62,15 @@ def test_crc32_is_zlibs() -> None:
     assert crc32(data[7:], crc32(data[:7])) == zlib.crc32(data)
 
 
+def _lock_of(wheels: list[str]) -> Generated:
+    """A lock member listing the digests of `wheels`, made once they are written."""
+
+    def render(digests: Mapping[str, str], _made: Mapping[str, bytes]) -> bytes:
+        return ("\n".join(digests[rel] for rel in wheels) + "\n").encode()
+
+    return Generated(render)
+
+
 @pytest.mark.parametrize("direct_io", ["1", "0"])
 def test_wheels_are_written_and_hashed_by_the_pool_and_the_lock_lists_their_digests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_io: str
@@ -77,18 +89,16 @@ def test_wheels_are_written_and_hashed_by_the_pool_and_the_lock_lists_their_dige
 
     monkeypatch.setattr(memberfill, "_fill", spy)
     members = Members()
-    placeholders = [f"{i:064x}" for i in range(len(plans))]
-    for (rel, plan), placeholder in zip(sorted(plans.items()), placeholders, strict=True):
-        members.add(rel, Streamed(plan, plan.size, placeholder, deferred=True))
-    members.add("env/lock.txt", Reserved(("\n".join(placeholders) + "\n").encode()))
-
-    def fill(taken: Mapping[str, str]) -> Mapping[str, bytes]:
-        return {"env/lock.txt": ("\n".join(taken[p] for p in placeholders) + "\n").encode()}
+    for rel, plan in sorted(plans.items()):
+        members.add(rel, Streamed(plan, plan.size))
+    members.add("env/pylock.toml", _lock_of(sorted(plans)))
 
     out = tmp_path / "out" / "b.tar"
-    write_bundle(members, out, top="b", mtime=0, compression="none", fill=fill, jobs=2)
+    write_bundle(members, out, top="b", mtime=0, compression="none", jobs=2)
     assert len(threads) == 2 and all(t.startswith("repro-fill") for t in threads)
     with tarfile.open(out) as tar:
+        names = [m.name for m in tar.getmembers()]
+        assert names.index("b/env/pylock.toml") > max(names.index(f"b/{r}") for r in plans)
 
         def read(rel: str) -> bytes:
             member = tar.extractfile(f"b/{rel}")
@@ -98,14 +108,14 @@ def test_wheels_are_written_and_hashed_by_the_pool_and_the_lock_lists_their_dige
         wheels = [hashlib.sha256(read(rel)).hexdigest() for rel in sorted(plans)]
         for rel, plan in plans.items():
             assert read(rel) == b"".join(plan.iter_bytes())
-        assert read("env/lock.txt").decode().split() == wheels
+        assert read("env/pylock.toml").decode().split() == wheels
         manifest: dict[str, str] = {}
         for line in read("MANIFEST.sha256").decode().splitlines():
             digest, rel = line.split("  ", 1)
             manifest[rel] = digest
     assert [manifest[rel] for rel in sorted(plans)] == wheels
     lock = ("\n".join(wheels) + "\n").encode()
-    assert manifest["env/lock.txt"] == hashlib.sha256(lock).hexdigest()
+    assert manifest["env/pylock.toml"] == hashlib.sha256(lock).hexdigest()
 
 
 def test_a_file_changed_between_scan_and_pack_stops_it_and_leaves_nothing(
@@ -116,7 +126,7 @@ def test_a_file_changed_between_scan_and_pack_stops_it_and_leaves_nothing(
     assert source is not None
     Path(source).write_bytes(os.urandom(3 << 20))  # same size, new mtime
     members = Members()
-    members.add("env/wheels/a.whl", Streamed(plan, plan.size, "0" * 64, deferred=True))
+    members.add("env/wheels/a.whl", Streamed(plan, plan.size))
     out = tmp_path / "out" / "b.tar"
     with pytest.raises(InputError, match="changed"):
         write_bundle(members, out, top="b", mtime=0, compression="none", jobs=2)
@@ -218,3 +228,75 @@ def test_a_failed_read_ahead_ends_the_stream_without_an_end_marker(
     with pytest.raises(InputError, match="changed while it was packed"):
         write_bundle(members, out, top="b", mtime=0, compression="gz", jobs=2)
     assert list(out.parent.iterdir()) == []
+
+
+class _Watched(_Pipe):
+    """A pipe that calls `then` once the tar bytes written (`seen`: the plain tar, told
+    by `saw` where it goes through gzip first) hold `first`: a wheel's bytes."""
+
+    def __init__(self, first: bytes, then: Callable[[], object], *, compressed: bool) -> None:
+        super().__init__()
+        self.first = first
+        self.then = then
+        self.compressed = compressed
+        self.seen = bytearray()
+        self.reached = False
+
+    def saw(self, data: bytes | bytearray | memoryview) -> None:
+        self.seen += data
+        if not self.reached and self.first in self.seen:
+            self.reached = True
+            self.then()
+
+    def write(self, data: Any) -> int:
+        if not self.compressed:
+            self.saw(data)
+        return super().write(data)
+
+
+@pytest.mark.parametrize("compression", ["none", "gz"])
+def test_the_first_wheel_is_written_before_the_last_is_read_or_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compression: Compression
+) -> None:
+    """No pass over the wheels ahead of the writing, into a pipe or through gzip: the
+    last wheel's file is given its bytes only once the first wheel's bytes reached the
+    output, and the archive holds those bytes, with the lock that follows the wheels
+    listing their sha256 (a pass ahead would have read the zeros, and the writing
+    would then stop: the file changed while it was packed)."""
+    first = _plan(tmp_path, "a", [1 << 20])
+    middle = _plan(tmp_path, "b", [2 << 20])
+    last = tmp_path / "c-1-py3-none-any.whl"
+    last.write_bytes(bytes(3 << 20))
+    new = os.urandom(3 << 20)
+    wheels = {
+        "env/wheels/a-1-py3-none-any.whl": Streamed(first, first.size),
+        "env/wheels/b-1-py3-none-any.whl": Streamed(middle, middle.size),
+        "env/wheels/c-1-py3-none-any.whl": Streamed(None, len(new), path=last),
+    }
+    members = Members()
+    members.add("bundle.toml", b"name = 'b'\n")
+    for rel, content in wheels.items():
+        members.add(rel, content)
+    members.add("env/pylock.toml", _lock_of(sorted(wheels)))
+    first_bytes = b"".join(first.iter_bytes())
+    out = _Watched(first_bytes, lambda: last.write_bytes(new), compressed=compression == "gz")
+    if compression == "gz":
+        # the plain tar, tapped on its way into the compressor
+        real_write = gzip.GzipFile.write
+
+        def tap(self: gzip.GzipFile, data: Any) -> int:
+            out.saw(data)
+            return real_write(self, data)
+
+        monkeypatch.setattr(gzip.GzipFile, "write", tap)
+    stream_members(members, out, top="b", mtime=0, compression=compression, sign=None, jobs=2)
+    assert out.reached
+    data = out.getvalue()
+    if compression == "gz":
+        data = gzip.decompress(data)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        held = tar.extractfile("b/env/wheels/c-1-py3-none-any.whl")
+        lock = tar.extractfile("b/env/pylock.toml")
+        assert held is not None and lock is not None
+        assert held.read() == new
+        assert lock.read().decode().split()[-1] == hashlib.sha256(new).hexdigest()
