@@ -295,6 +295,7 @@ def test_every_probe_script_runs_through_the_runner(tmp_path: Path) -> None:
         "python_facts.py": run_target_script(python, "python_facts.py", timeout=60),
         "venv_site.py": run_target_script(python, "venv_site.py", ["scheme", "/x"], timeout=60),
         "compile_check.py": run_target_script(python, "compile_check.py", timeout=60, input=items),
+        "bytecode.py": run_target_script(python, "bytecode.py", ["1", str(tmp_path)], timeout=60),
     }
     assert set(runs) == {p.name for p in PROBE_SCRIPTS}
     for name, proc in runs.items():
@@ -308,3 +309,5 @@ def test_every_probe_script_runs_through_the_runner(tmp_path: Path) -> None:
     assert json.loads(runs["venv_site.py"].stdout)["prefix"] == "/x"
     errors = json.loads(runs["compile_check.py"].stdout)
     assert [(e["path"], e["line"]) for e in errors] == [("pkg/bad.py", 1)]
+    compiled = json.loads(runs["bytecode.py"].stdout)
+    assert compiled == {"files": 2, "compiled": 1, "left": [str(bad)]}
