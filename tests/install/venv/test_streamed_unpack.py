@@ -45,8 +45,8 @@ from tests.e2e.test_kill_anywhere import (
 )
 from tests.support.run import run_repro
 from tests.support.stop_at import python_argv
-from tests.support.venvs import find_python
 from tests.support.upgrades import differences as tree_differences
+from tests.support.venvs import find_python
 
 pytestmark = pytest.mark.slow
 
@@ -125,19 +125,24 @@ def from_file(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Referen
     return Reference(target, found)
 
 
+def _assert_unpacked_streamed(result: subprocess.CompletedProcess[bytes], target: Path) -> None:
+    """The unpack passed, installing while the bundle streamed in: no second copy of the
+    wheels kept, no staging left beside the target."""
+    assert result.returncode == 0, result.stderr.decode()
+    assert "unpacked by repro while the bundle streamed in" in result.stderr.decode()
+    assert install_facts(target)["streamed"] is True
+    assert not (target / ".repro/bundle/env/wheels").exists()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["demo"]
+
+
 def test_a_streamed_unpack_equals_an_unpack_of_the_file(
     bundle: Path,  # noqa: F811
     from_file: Reference,
 ) -> None:
     target = from_file.target
     try:
-        result = unpack_streamed(bundle, target)
-        assert result.returncode == 0, result.stderr.decode()
-        assert "unpacked by repro while the bundle streamed in" in result.stderr.decode()
-        assert install_facts(target)["streamed"] is True
+        _assert_unpacked_streamed(unpack_streamed(bundle, target), target)
         assert tree_differences(without_how(tree(target), target), from_file.tree) == []
-        assert not (target / ".repro/bundle/env/wheels").exists()  # no second copy kept
-        assert sorted(p.name for p in target.parent.iterdir()) == ["demo"]  # no staging
         verify = run_repro("verify", str(target))
         assert verify.returncode == 0, verify.stdout.decode() + verify.stderr.decode()
     finally:
@@ -253,12 +258,7 @@ def test_a_format_3_stream_is_still_unpacked_while_it_streams_in(
     )
     target = from_file.target
     try:
-        result = unpack_streamed(old, target)
-        assert result.returncode == 0, result.stderr.decode()
-        assert "unpacked by repro while the bundle streamed in" in result.stderr.decode()
-        assert install_facts(target)["streamed"] is True
-        assert not (target / ".repro/bundle/env/wheels").exists()
-        assert sorted(p.name for p in target.parent.iterdir()) == ["demo"]
+        _assert_unpacked_streamed(unpack_streamed(old, target), target)
     finally:
         shutil.rmtree(target, ignore_errors=True)
 
