@@ -19,15 +19,11 @@ from typing import Any
 
 from bench import report, suite
 from bench.envs import adopt_workspace, build_workspace, default_cache
-from bench.measure import rss_meter
+from bench.measure import rss_meter, say
 from repro.hashing import default_jobs
 
 GROUPS = ("check", "scan", "pack", "unpack", "roundtrip", "scaling-pack", "scaling")
 SCALING = ("scaling-pack", "scaling")
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,11 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     warmup = bool(args.warmup)
 
     if args.venv is not None:
-        workspace = adopt_workspace(args.venv, args.cache, say=_say)
+        workspace = adopt_workspace(args.venv, args.cache, say=say)
     else:
-        workspace = build_workspace(args.size or "small", args.cache, say=_say)
+        workspace = build_workspace(args.size or "small", args.cache, say=say)
     work = args.work or args.cache / f"work-{workspace.root.name}"
-    setup = suite.prepare(workspace, work, _say, groups)
+    setup = suite.prepare(workspace, work, say, groups)
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": suite.machine(),
@@ -123,27 +119,27 @@ def main(argv: list[str] | None = None) -> int:
     }
     venv_pack = None
     if "pack" in groups and not args.no_venv_pack:
-        venv_pack = suite.tool_venv(args.cache, _say)
+        venv_pack = suite.tool_venv(args.cache, say)
         if venv_pack is None:
             result["left_out"].append("venv-pack: could not be installed into the tool venv")
     for name in groups:
         if name == "check":
-            result["groups"]["check"] = suite.group_check(setup, args.runs, warmup, _say)
+            result["groups"]["check"] = suite.group_check(setup, args.runs, warmup, say)
         elif name == "scan":
-            result["groups"]["scan"] = suite.group_scan(setup, args.runs, warmup, _say)
+            result["groups"]["scan"] = suite.group_scan(setup, args.runs, warmup, say)
         elif name == "pack":
-            result["groups"]["pack"] = suite.group_pack(setup, args.runs, warmup, _say, venv_pack)
+            result["groups"]["pack"] = suite.group_pack(setup, args.runs, warmup, say, venv_pack)
         elif name == "unpack":
-            result["groups"]["unpack"] = suite.group_unpack(setup, args.runs, warmup, _say)
+            result["groups"]["unpack"] = suite.group_unpack(setup, args.runs, warmup, say)
         elif name == "roundtrip":
-            result["groups"]["roundtrip"] = suite.group_roundtrip(setup, args.runs, warmup, _say)
+            result["groups"]["roundtrip"] = suite.group_roundtrip(setup, args.runs, warmup, say)
         elif name == "scaling-pack":
             result["groups"][name] = suite.group_scaling_pack(
-                setup, args.runs, warmup, _say, max(args.scaling, 2)
+                setup, args.runs, warmup, say, max(args.scaling, 2)
             )
         elif name == "scaling":
             result["groups"][name] = suite.group_scaling(
-                setup, args.runs, warmup, _say, max(args.scaling, 2)
+                setup, args.runs, warmup, say, max(args.scaling, 2)
             )
     for group in result["groups"].values():
         group["hashlib"] = {
@@ -163,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(document, indent=2) + "\n")
     markdown = report.table(document)
     (args.results / f"{stem}.md").write_text(markdown)
-    _say(f"wrote {path} and {path.with_suffix('.md')}")
+    say(f"wrote {path} and {path.with_suffix('.md')}")
     print(markdown)
     return 0
 

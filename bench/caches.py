@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.measure import Contender, alternate, paired_ratio, paired_ratios
+from bench.measure import Contender, alternate, paired_ratio, paired_ratios, say, write_results
 from repro.hashing import available_cores
 
 # The model and its first call; writes its timing and the inductor counters as JSON to
@@ -72,12 +72,8 @@ WantedBy=multi-user.target
 """
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def _run(argv: list[str], **kwargs: Any) -> None:
-    _say("$ " + " ".join("SCRIPT" if word == SCRIPT else word for word in argv))
+    say("$ " + " ".join("SCRIPT" if word == SCRIPT else word for word in argv))
     subprocess.run(argv, check=True, **kwargs)
 
 
@@ -181,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     compile_env = {**env, **CACHE_SETTINGS, "TORCHINDUCTOR_CACHE_DIR": str(source_cache)}
     compile_env["BENCH_CACHES_OUT"] = str(runs / "source.json")
     _run([str(venv / "bin" / "python"), "-c", SCRIPT], env=compile_env)
-    _say(f"source compile: {_counters(runs / 'source.json')}")
+    say(f"source compile: {_counters(runs / 'source.json')}")
     out = args.dir / "out"
     _run(_repro("pack", str(workspace), "-o", f"{out}/", "--caches", "--wheels", "all",
                 "--version", "1", "-q"), env=env, stdout=subprocess.DEVNULL)  # fmt: skip
@@ -221,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         contender("cold", str(cold_cache), fresh_cold),
         contender("restored", restored, None),
     ]
-    series = alternate(contenders, args.runs, warmup=True, say=_say)
+    series = alternate(contenders, args.runs, warmup=True, say=say)
     by_name = {s.name: s for s in series}
     measured = {name: items[-args.runs :] for name, items in seen.items()}
     first_calls = {name: [i["first_call_s"] for i in items] for name, items in measured.items()}
@@ -266,10 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_counters": {name: items[0]["inductor"] for name, items in seen.items() if items},
     }
     path = args.out or root / "bench" / "results" / f"{date}-{args.machine}-caches"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    path.with_suffix(".md").write_text(_markdown(result))
-    _say(_markdown(result))
+    write_results(path, result, _markdown(result))
     return 0 if hit_every_run else 1
 
 

@@ -14,6 +14,7 @@ during each run (bench/disk.py).
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -21,9 +22,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.disk import DiskPeak
 
@@ -210,3 +212,17 @@ def paired_ratios(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
         "min": round(min(ratios), 3),
         "max": round(max(ratios), 3),
     }
+
+
+def say(message: str) -> None:
+    """A line of a benchmark's progress, on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def write_results(path: Path, result: Mapping[str, Any], markdown: str) -> None:
+    """A benchmark's results: PATH.json (every figure) and PATH.md (its tables), the
+    tables on stderr too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    path.with_suffix(".md").write_text(markdown)
+    say(markdown)

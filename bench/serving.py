@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.measure import paired_ratios
+from bench.measure import paired_ratios, say, write_results
 from repro.hashing import available_cores
 from repro.ladder import LadderSpec, LaunchSpec, RungStatus, Timeouts, run_ladder
 
@@ -70,10 +70,6 @@ COMPILE_MARKS = {
     "compiled": "saved AOT compiled function",
 }
 WITH, WITHOUT = "with caches", "without caches"
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _free_port() -> int:
@@ -315,9 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     python = venv / "bin" / "python"
     models = work / "models"
     home, launch = _workspace(work, venv, models)
-    _say(f"warm-up: {' '.join(launch.argv or ())}")
+    say(f"warm-up: {' '.join(launch.argv or ())}")
     warmup = _warmup(launch, python, work / "warmup-logs")
-    _say(f"warm-up: vLLM's compile {warmup['compile']}, ready in {warmup['ready_s']} s")
+    say(f"warm-up: vLLM's compile {warmup['compile']}, ready in {warmup['ready_s']} s")
 
     bundles = {}
     caches_packed: list[str] = []
@@ -333,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             caches_packed = list(json.loads(done.stdout).get("caches", []))
         bundles[name] = out / "vllm-cpu-1.tar"
-        _say(f"packed {name}: {bundles[name].stat().st_size / 1e9:.2f} GB")
+        say(f"packed {name}: {bundles[name].stat().st_size / 1e9:.2f} GB")
     home.rename(work / "ws.gone")  # the targets must not lean on the source's caches
 
     no_caches_reason = None
@@ -348,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             target = work / "targets" / f"{name.replace(' ', '-')}-{round_index + 1}"
             run = _unpack(bundles[name], target, models, env)
             runs[name].append(run)
-            _say(
+            say(
                 f"  run {round_index + 1}/{args.runs} {name}: first token "
                 f"{run['first_token_s']:.1f} s (launch at {run['until_launch_s']:.1f}, "
                 f"ready {run['ready_s']:.1f}, TTFT {run['ttft_s']:.3f}), compile {run['compile']}"
@@ -370,10 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "all_runs": runs,
     }
     path = args.out or ROOT / "bench" / "results" / f"{date}-{args.machine}-serving"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    path.with_suffix(".md").write_text(markdown(result))
-    _say(markdown(result))
+    write_results(path, result, markdown(result))
     # vLLM CPU 0.32 fails to load its own AOT artifact even where it saved it (the log's
     # reason is kept): a run that compiled again is a finding, not a failed bench.
     return 0

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.measure import Contender, alternate, paired_ratio
+from bench.measure import Contender, alternate, paired_ratio, say, write_results
 from repro.hashing import available_cores, default_jobs, hash_files
 
 BLOCK = 64 << 20
@@ -89,10 +89,6 @@ def _child(paths: list[str], jobs: int | None) -> int:
 def _digests(argv: list[str]) -> dict[str, str]:
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return {line.split("  ", 1)[1]: line.split("  ", 1)[0] for line in out.splitlines()}
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _markdown(result: dict[str, Any]) -> str:
@@ -157,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.shards):
         path = args.dir / f"model-{index + 1:05d}-of-{args.shards:05d}.safetensors"
         if not path.exists() or abs(path.stat().st_size - size) > 64:
-            _say(f"writing {path} ({args.shard_mb} MB)")
+            say(f"writing {path} ({args.shard_mb} MB)")
             write_shard(path, size, index)
         paths.append(str(path))
     total = sum(Path(p).stat().st_size for p in paths)
@@ -177,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             Contender("sha256sum", ("sha256sum", *paths), prepare=drop),
             Contender("cat", ("cat", *paths), prepare=drop),
         ]
-        _say(f"{setting} page cache")
-        series = alternate(contenders, args.runs, warmup=setting == "warm", say=_say)
+        say(f"{setting} page cache")
+        series = alternate(contenders, args.runs, warmup=setting == "warm", say=say)
         by_name = {s.name: s for s in series}
         settings[setting] = {
             "series": [s.summary() for s in series],
@@ -203,10 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings,
     }
     out = args.out or root / "bench" / "results" / f"{date}-{args.machine}-weights"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(_markdown(result))
-    _say(_markdown(result))
+    write_results(out, result, _markdown(result))
     if not args.keep:
         for path in paths:
             os.unlink(path)
