@@ -97,7 +97,6 @@ KINDS: tuple[CacheKind, ...] = (
     CacheKind("ptx", "CUDA_CACHE_PATH", "~/.nv/ComputeCache", ("capability", "driver")),
 )
 KIND_NAMES = tuple(kind.name for kind in KINDS)
-CACHE_VARIABLES = tuple(variable for kind in KINDS for variable in kind.variables)
 
 
 def engine_key(kind: CacheKind, versions: Mapping[str, str]) -> str | None:
