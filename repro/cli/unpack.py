@@ -125,9 +125,9 @@ Exit codes:
 @click.option(
     "--compile-bytecode",
     is_flag=True,
-    help="Compile the venv's Python files to bytecode in the install step, one process "
-    "per core (as pip does, not uv): the server's first start, and every start where "
-    "PYTHONDONTWRITEBYTECODE is set, then compiles none of its modules.",
+    help="Compile the venv's Python files to bytecode once they are final (after the "
+    "patches), one process per core (as pip does, not uv): the server's first start, and "
+    "every start where PYTHONDONTWRITEBYTECODE is set, then compiles none of its modules.",
 )
 @click.option(
     "--no-exec",

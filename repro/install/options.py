@@ -46,7 +46,7 @@ class UnpackOptions:
     # a delta bundle's base (archive, URL, directory): the full bundle is made in staging
     base: str | None = None
     keep_releases: int = 2  # an upgrade in place keeps this many releases to roll back to
-    compile_bytecode: bool = False  # the install step compiles site-packages' bytecode
+    compile_bytecode: bool = False  # the patch step then compiles site-packages' bytecode
 
     def __post_init__(self) -> None:
         """--target and --models are written into the bundle's units: a control

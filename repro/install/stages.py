@@ -333,21 +333,6 @@ def install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
     """Exactly the bundle's lock, from the sources repro chose (never the lock's own
     option lines), then the installed set read back and compared with the lock.
     `seeded`: the venv stage's startup files."""
-    result = _install(inputs, seeded=seeded)
-    if not inputs.options.compile_bytecode:
-        return result
-    inputs.events("install", "compiling", "the venv's bytecode (--compile-bytecode)")
-    compiled = compile_bytecode(
-        inputs.interpreter, site_dirs_of(inputs.interpreter), jobs=inputs.options.jobs
-    )
-    return replace(
-        result,
-        detail=f"{result.detail}; {compiled.describe()}",
-        facts={**result.facts, "bytecode": compiled.to_facts()},
-    )
-
-
-def _install(inputs: StageInputs, *, seeded: Sequence[str]) -> StageResult:
     kept, options = inputs.kept, inputs.options
     if options.no_exec:
         _refuse_startup_files(inputs.venv, seeded=seeded, before="running the installer")
@@ -516,11 +501,26 @@ def patch(inputs: StageInputs) -> StageResult:
         python=inputs.interpreter,
         state_dir=inputs.target / STATE_DIR,
     )
-    return StageResult(
+    done = StageResult(
         f"{len(result.written)} written, {len(result.deleted)} deleted, "
         f"{len(result.skipped)} already applied, {len(result.via_diff)} through diffs",
         {"files": patched_state(site, kept, inputs.options.jobs)},
         patches=result,
+    )
+    return _with_bytecode(inputs, done) if inputs.options.compile_bytecode else done
+
+
+def _with_bytecode(inputs: StageInputs, result: StageResult) -> StageResult:
+    """`--compile-bytecode`: the venv's site-packages compiled once its files are final
+    (the install, a kernel rebuild and the patches are in), in the patch step's facts."""
+    inputs.events("patch", "compiling", "the venv's bytecode (--compile-bytecode)")
+    compiled = compile_bytecode(
+        inputs.interpreter, site_dirs_of(inputs.interpreter), jobs=inputs.options.jobs
+    )
+    return replace(
+        result,
+        detail=f"{result.detail}; {compiled.describe()}",
+        facts={**result.facts, "bytecode": compiled.to_facts()},
     )
 
 

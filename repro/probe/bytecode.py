@@ -1,13 +1,14 @@
 """Compile the directories named on the command line to bytecode with this interpreter;
 what was done as JSON on stdout.
 
-Run by unpack's install step under `--compile-bytecode` with the TARGET venv's python
-(`python -I -S bytecode.py WORKERS DIR...`): nothing of site-packages runs (compiling a
-module does not execute it). The bytecode is `checked-hash` (PEP 552): valid while the
-source's bytes are the ones it was compiled from, whatever the file's mtime, so a patch,
-an upgrade in place or a rollback never leaves a stale one in use. A file that does not
-compile (a fixture in another Python's grammar, a template named .py) is left without
-bytecode, as pip leaves it. WORKERS: processes, 0 for one per core.
+Run by unpack's patch step (after the patches) under `--compile-bytecode` with the
+TARGET venv's python (`python -I -S bytecode.py WORKERS DIR...`): nothing of
+site-packages runs (compiling a module does not execute it). The bytecode is
+`checked-hash` (PEP 552): valid while the source's bytes are the ones it was compiled
+from, whatever the file's mtime, so a patch, an upgrade in place or a rollback never
+leaves a stale one in use. A file that does not compile (a fixture in another Python's
+grammar, a template named .py) is left without bytecode, as pip leaves it. WORKERS:
+processes, 0 for one per core.
 """
 
 import compileall

@@ -115,11 +115,11 @@ def test_compile_bytecode_runs_no_pth_either(bundle: Path, tmp_path: Path) -> No
     proc = run_repro(*argv, "--no-exec", "--compile-bytecode", "--json")
     assert proc.returncode == 0, proc.stderr.decode()
     site = _site(target)
-    install = next(s for s in json.loads(proc.stdout)["steps"] if s["name"] == "install")
-    assert "bytecode of " in install["detail"], install
+    patched = next(s for s in json.loads(proc.stdout)["steps"] if s["name"] == "patch")
+    assert "bytecode of " in patched["detail"], patched
     state = load_state(target)
     assert state is not None
-    facts = state.facts["install"]["bytecode"]
+    facts = state.facts["patch"]["bytecode"]
     sources = [p for p in site.rglob("*.py") if "__pycache__" not in p.parts]
     assert facts["files"] == len(sources) and facts["compiled"] == len(sources) > 10
     for source in sources:

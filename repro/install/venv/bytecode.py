@@ -3,8 +3,9 @@
 repro installs as uv does: no bytecode. A server's first start then compiles every
 module it imports (torch and transformers: thousands), and where PYTHONDONTWRITEBYTECODE
 is set (container images often set it) every start does, since nothing is written back.
-With `--compile-bytecode` the install step compiles the venv's site-packages once with
-the target interpreter, one process per core (repro/probe/bytecode.py: `-I -S`, so no
+With `--compile-bytecode` the patch step, once the venv's files are final (installed,
+rebuilt kernels, patches applied), compiles its site-packages once with the target
+interpreter, one process per core (repro/probe/bytecode.py: `-I -S`, so no
 `.pth` of the bundle's runs, and compiling runs nothing: `--no-exec` allows it), into
 `checked-hash` bytecode that a later patch or upgrade cannot leave stale.
 """
